@@ -21,6 +21,7 @@ from hloshard.jax import auto_shard
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 small = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+other = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))   # the same 8 devices, other axes
 
 def f(w, x):
     return jnp.tanh(x @ w)
@@ -36,6 +37,10 @@ for label, call in [
     ("budget_neg", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=-1)),
     ("budget_bool", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=True)),   # not 1 byte (new user 24)
     ("device", lambda: auto_shard(f, w, x, mesh=mesh, device="nosuch")),
+    # said before tracing (a function that does not trace: its error would come first after it; new user 33 F12, F17)
+    ("device_first", lambda: auto_shard(lambda w, x: w @ x, w, x, mesh=mesh, device="tpu-v9")),
+    ("other_mesh", lambda: auto_shard(lambda w, x: w @ x, jax.ShapeDtypeStruct(
+        (256, 512), jnp.float32, sharding=NamedSharding(other, P("x"))), x, mesh=mesh)),
     ("time_neg", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=-1)),
     ("time_nan", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=float("nan"))),
     ("time_str", lambda: auto_shard(f, w, x, mesh=mesh, time_limit="10")),
@@ -76,6 +81,23 @@ with warnings.catch_warnings(record=True) as caught:
 print("tinywarn", sum(1 for w in caught if issubclass(w.category, UserWarning) and "replicates the whole step" in str(w.message)))
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
+
+# tracing alone uses the time limit up: the error says so and how to fix it (new user 33: "building the cost graph
+# passed its deadline after 0.0 s" after 21 s of tracing at time_limit=10).  The coarse build's grace past the
+# deadline (at least 10 s) is taken off here, so a 2 s trace stands for a 21 s one
+import time
+import hloshard.autoshard.coarse as coarse
+from hloshard.errors import SolveFailed
+grace, coarse.COARSE_BUILD_MIN_GRACE = coarse.COARSE_BUILD_MIN_GRACE, 0.0
+def slow(w, x):
+    time.sleep(2.0)
+    return jnp.tanh(x @ w)
+try:
+    auto_shard(slow, w, x, mesh=mesh, time_limit=0.5)
+    print("slowtrace NO ERROR")
+except SolveFailed as exc:
+    print("slowtrace", str(exc).replace("\n", " "))
+coarse.COARSE_BUILD_MIN_GRACE = grace
 '''
 
 
@@ -93,6 +115,9 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["budget_neg"].startswith("ValueError") and "positive" in out["budget_neg"], out["budget_neg"]
     assert out["budget_bool"].startswith("ValueError") and "True" in out["budget_bool"], out["budget_bool"]
     assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
+    assert out["device_first"].startswith("ValueError") and "unknown device 'tpu-v9'" in out["device_first"], out
+    assert out["other_mesh"].startswith("ValueError") and "example argument [0]" in out["other_mesh"] and \
+        "not on `mesh`" in out["other_mesh"] and "'x': 4" in out["other_mesh"], out["other_mesh"]
     for label in ("time_neg", "time_nan", "time_str"):
         assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]
     # an argument that fails after the guard's XLA child started (tracing, the mesh, the device) ends it
@@ -106,6 +131,9 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert "the plan replicates the whole step" in note and "each of the 8 devices computes all of it" in note, note
     assert "peak" in note and "device=" in note, note
     assert out["tinywarn"] == "1", out["tinywarn"]
+    slow = out["slowtrace"]
+    assert slow.startswith("tracing and lowering slow took") and "time_limit=0.5" in slow, slow
+    assert "raise time_limit" in slow and "deterministic=True" in slow, slow
 
 
 def test_cli_does_not_import_jax():

@@ -62,12 +62,13 @@ from ..autoshard.coarse import work_limit
 from ..autoshard.report_json import build_report
 from ..autoshard.solve import (
     MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, unbudgeted_within)
+from ..devices import get_profile
 from ..errors import HloshardError, InputError, SolveFailed
 from ..hlo import parse_module, print_module
 from ..load import SourceInfo
 from ..mesh import DeviceMesh, refine_for_module
 from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
-from ..partition_specs import partition_specs
+from ..partition_specs import complete_with_xla, partition_specs
 from ..peak import peak_tensors_of
 from ..sdy import NotExpressible, SdyMesh, dim_axes
 from ..timing import plan_timing
@@ -166,7 +167,11 @@ class AutoShardResult:
         completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
         on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
         ``plan.jit()``, F3), so the comparison's ``jit_bytes`` / ``jit_peak`` are that program's figures
-        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
+        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned
+        about.  When the memory guard returned your layout as given (:attr:`your_layout_as_given`: :meth:`jit` is
+        ``jax.jit`` of your function under your shardings), the module priced and partitioned is that program --
+        :attr:`hlo_text`'s instructions under your shardings, completed by XLA's propagation (:meth:`_xla_module`,
+        one more XLA run) -- not :attr:`hlo_text`, hloshard's rendering of your layout (new user 33's F22).  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per
@@ -177,7 +182,7 @@ class AutoShardResult:
         (``mesh['axis_0'=2,...] {'axis_0'}``) names mesh axes only -- read as all devices it added 13% to
         new user 21's count.  One compile, seconds to minutes.  Raises InputError (``hloshard.errors``)
         when jax cannot be imported or its child process fails as a whole."""
-        module = parse_module(self.hlo_text, "<auto_shard plan>")
+        module = self._xla_module()
         evaluation = evaluate_as_written(module, self.device_mesh, deterministic=True)
         comparison = compare_module(module, self.device_mesh, evaluation)
         compiled = self._jit_compiled() if self.program is not None else None
@@ -185,15 +190,50 @@ class AutoShardResult:
         comparison.jit_peak = None if compiled is None else _peak_of(compiled)
         if comparison.jit_bytes is not None and not comparison.xla_error and \
                 abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
-            warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
-                          f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs is "
-                          f"not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with "
-                          f"plan.hlo_text)", stacklevel=2)
+            if self.your_layout_as_given:   # the same module both times: the partitioners differ
+                warnings.warn(f"plan.jit() (your layout, returned as given) compiles to {comparison.jit_bytes:,.0f} B "
+                              f"of collectives per device with jax's partitioner as configured, and to "
+                              f"{comparison.xla_bytes:,.0f} B with GSPMD (plan.xla()): the two partitioners propagate "
+                              f"your shardings differently (jax.config.update('jax_use_shardy_partitioner', ...) "
+                              f"chooses which one jax runs)", stacklevel=2)
+            else:
+                warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
+                              f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs "
+                              f"is not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') "
+                              f"with plan.hlo_text)", stacklevel=2)
         return comparison
 
-    def _jit_compiled(self):
-        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
-        as configured)."""
+    @property
+    def your_layout_as_given(self) -> bool:
+        """Whether the memory guard returned your layout itself (``report["pins"]["your_layout_as_given"]``:
+        :func:`hloshard.jax.guard._no_worse_than_yours` took "your layout"): :attr:`fn` is then your function with no
+        constraint of hloshard's, and :meth:`jit` is ``jax.jit`` of it under your shardings."""
+        return bool((self.report.get("pins") or {}).get("your_layout_as_given"))
+
+    def _xla_module(self):
+        """The module :meth:`xla` prices and partitions: the program :meth:`jit` runs.  A plan of hloshard's:
+        :attr:`hlo_text` (the constraints of :attr:`fn` carry it out).  Your layout returned as given
+        (:attr:`your_layout_as_given`): the module jax lowers for :meth:`jit` (:meth:`_jit_lowered`: :attr:`fn`, which
+        is then your function, under :attr:`in_shardings` / :attr:`out_shardings`), completed by XLA's own
+        propagation (:func:`hloshard.partition_specs.complete_with_xla`, a jax child: ``cost --complete xla``) --
+        ``jax.jit``'s program of your shardings as GSPMD partitions it -- not :attr:`hlo_text`, hloshard's rendering
+        of that layout, which partitions into another program (new user 33's F22: the Mixer given its layout, 18.10
+        MB by XLA for the rendering where ``plan.jit()`` moves 20.82 MB), nor :attr:`hlo_text`'s instructions under
+        your shardings (:func:`hloshard.jax.layout.layout_text`: 18.89 MB on that Mixer, its module not the one jax
+        lowers for :meth:`jit`).  Raises InputError when jax's child fails."""
+        if not self.your_layout_as_given or self.program is None:
+            return parse_module(self.hlo_text, "<auto_shard plan>")
+        from jax._src.lib import xla_client as xc
+
+        opts = xc.hlo.HloPrintOptions()
+        opts.print_metadata = True
+        text = self._jit_lowered().compiler_ir("hlo").get_hlo_module().to_string(opts)
+        module = parse_module(text, "<auto_shard plan: your layout, as plan.jit() lowers it>")
+        complete_with_xla(module, self.device_mesh.num_devices)
+        return module
+
+    def _jit_lowered(self):
+        """:meth:`jit` lowered on abstract arguments shaped and sharded as :attr:`in_shardings`."""
         import jax
 
         closed, in_tree = self.program[0], self.program[1]
@@ -201,7 +241,12 @@ class AutoShardResult:
         args = in_tree.unflatten([jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh,
                                                        weak_type=bool(getattr(a, "weak_type", False)))
                                   for a, sh in zip(closed.in_avals, flat_sh)])
-        return self.jit().lower(*args).compile()
+        return self.jit().lower(*args)
+
+    def _jit_compiled(self):
+        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
+        as configured)."""
+        return self._jit_lowered().compile()
 
     def jit_bytes(self, compiled=None) -> float:
         """Ring bytes of collectives per device (the formulas of :meth:`xla`, a ``while`` body's once per trip) of
@@ -248,16 +293,30 @@ def _peak_of(compiled) -> int | None:
     return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
-def _is_sharded(leaf, mesh) -> bool:
+def _is_sharded(leaf, mesh, path: str = "") -> bool:
+    """Whether example argument ``leaf`` (at ``path``, a jax key path) comes sharded (a ``NamedSharding``) on ``mesh``.
+    Raises ValueError, before any tracing, for a leaf on a mesh of another device count, or split (not fully
+    replicated) on another mesh than ``mesh`` -- other axis names, sizes or device order: its layout names axes
+    ``mesh`` does not have, and ``jax.jit`` refuses arguments on two meshes (new user 33's F17: such a leaf ended
+    in a "no feasible solution" about even splits after the whole build)."""
+    import numpy as np
     from jax.sharding import NamedSharding
 
     sh = getattr(leaf, "sharding", None)
     if not isinstance(sh, NamedSharding):
         return False
+    what = f"example argument {path}" if path else "an example argument"
     if sh.mesh.devices.size != mesh.devices.size:
-        raise ValueError(f"an example argument is sharded over {sh.mesh.devices.size} devices "
+        raise ValueError(f"{what} is sharded over {sh.mesh.devices.size} devices "
                          f"({dict(sh.mesh.shape)}) but the mesh has {mesh.devices.size} "
                          f"({dict(mesh.shape)}): the mesh's device count must match the function's")
+    same = tuple(sh.mesh.axis_names) == tuple(mesh.axis_names) and \
+        tuple(np.shape(sh.mesh.devices)) == tuple(np.shape(mesh.devices)) and \
+        [d.id for d in np.asarray(sh.mesh.devices).flat] == [d.id for d in np.asarray(mesh.devices).flat]
+    if not same and not sh.is_fully_replicated:
+        raise ValueError(f"{what} is sharded ({sh.spec}) on a mesh with axes {dict(sh.mesh.shape)}, not on `mesh` "
+                         f"({dict(mesh.shape)}, its devices in the same order): put it on `mesh` "
+                         f"(jax.device_put(x, NamedSharding(mesh, spec))) or pass it unsharded")
     return True
 
 
@@ -536,10 +595,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         ValueError: before any search, for a bad argument: ``mesh`` not a jax Mesh or of another device count
             than ``fn``'s sharded arguments, ``fn`` that does not trace with ``example_args``, a bad
             ``memory_budget``, ``time_limit``, ``keep_shardings``, ``state``, ``state_mode``, ``donate_argnums``,
-            ``device`` or ``links``.  (A tie whose kept shardings differ is dropped with a report warning.)
+            ``device`` or ``links``, an argument split on another mesh than ``mesh`` (all but ``state`` said
+            before tracing).  (A tie whose kept shardings differ is dropped with a report warning.)
         hloshard.errors.SolveFailed: no plan keeps ``memory_budget`` (the message names the liveness point, the
-            tensors and the budget that would pass) or none was found in the time; ``exc.report["time"]`` gives
-            the phases' seconds.
+            tensors and the budget that would pass) or none was found in the time (when tracing alone used
+            ``time_limit`` up, the message says so first, with the tracing's seconds); ``exc.report["time"]``
+            gives the phases' seconds.
         KeyboardInterrupt: Ctrl-C stops the call promptly (a running search at once); the caller's SIGINT
             handler is in place again afterwards.
 
@@ -585,6 +646,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # the mesh string of the user's axes, links marked (``links``: axis -> 'ici' / 'dcn', as --mesh data=2:dcn):
     # the one mesh parser reads it (mesh_setup.named_mesh_spec: ValueError for a bad name or link, new user 31 F14)
     mesh_spec = named_mesh_spec(mesh.axis_names, mesh.devices.shape, links, device)
+    if device is not None:   # an unknown profile said before tracing, not after it (new user 33's F12: 17.5 s)
+        try:
+            get_profile(device)
+        except HloshardError as exc:
+            raise ValueError(str(exc)) from None
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float, np.integer, np.floating)) \
             or not math.isfinite(time_limit) or time_limit <= 0:
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
@@ -612,17 +678,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     pending = None   # the user-sharded baseline's XLA propagation, started beside the first solve (below)
     try:
         leaves, in_tree = jax.tree_util.tree_flatten(example_args)
+        leaf_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
 
-        def abstract(leaf):
+        def abstract(leaf, path):
             shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
             # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
             # strong trace would hand back strong outputs and the next step would compile again
             weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
-            if _is_sharded(leaf, mesh):
+            if _is_sharded(leaf, mesh, path):
                 return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
             return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
 
-        flat_abstract = [abstract(x) for x in leaves]
+        flat_abstract = [abstract(x, q) for x, q in zip(leaves, leaf_paths)]
         abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
         name = getattr(fn, "__name__", "fn")
         try:
@@ -637,7 +704,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         opts = xc.hlo.HloPrintOptions()
         opts.print_metadata = True
         module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
-        in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
+        in_paths = leaf_paths
         out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
         module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
         tuple_root = module.entry.root.shape.is_tuple
@@ -858,6 +925,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                "phases": {k: round(v, 3) for k, v in phases.items()},
                                "past_deadline": None if deadline is None else round(max(0.0, end - deadline), 3)}}
         said = ", ".join(f"{k} {v:.1f}" for k, v in exc.report["time"]["phases"].items())
+        traced_s = phases.get("trace", 0.0)
+        if deadline is not None and getattr(exc, "status", None) == "timeout" and \
+                traced_s >= float(time_limit) - MIN_SOLVE_SECONDS:
+            # tracing alone used the limit up, and the build that followed stopped at once (new user 33: "building
+            # the cost graph passed its deadline after 0.0 s" after 21.0 s of tracing at time_limit=10): the cause
+            # and the remedy first, the build's own words after them
+            exc.args = (f"tracing and lowering {name} took {traced_s:.1f} s of time_limit={float(time_limit):g}, "
+                        f"which leaves no time to build the cost graph and search: raise time_limit well above "
+                        f"{traced_s:.0f} s (the build and the search come after tracing), or pass "
+                        f"deterministic=True (a budget of solver work; tracing and builds are not counted in "
+                        f"it). ({exc.args[0] if exc.args else exc})",) + tuple(exc.args[1:])
         exc.args = (f"{exc.args[0] if exc.args else exc} [auto_shard ran {end - started:.1f} s of its time_limit "
                     f"{float(time_limit):g}: {said} s; exception.report['time']]",) + tuple(exc.args[1:])
         raise
