@@ -79,6 +79,8 @@ with warnings.catch_warnings(record=True) as caught:
     tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
                       mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 print("tinywarn", sum(1 for w in caught if issubclass(w.category, UserWarning) and "replicates the whole step" in str(w.message)))
+# the warning points at the caller's line, not at hloshard's interrupt wrapper (fresh-clone check 33)
+print("tinywhere", ",".join(sorted({w.filename for w in caught if "replicates the whole step" in str(w.message)})))
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
 
@@ -131,6 +133,7 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert "the plan replicates the whole step" in note and "each of the 8 devices computes all of it" in note, note
     assert "peak" in note and "device=" in note, note
     assert out["tinywarn"] == "1", out["tinywarn"]
+    assert out["tinywhere"] == "<string>", out["tinywhere"]
     slow = out["slowtrace"]
     assert slow.startswith("tracing and lowering slow took") and "time_limit=0.5" in slow, slow
     assert "raise time_limit" in slow and "deterministic=True" in slow, slow

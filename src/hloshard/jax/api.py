@@ -549,7 +549,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             ``keep_shardings="none"``.
         mesh: a ``jax.sharding.Mesh``; the plan names its axes.
         memory_budget: the most bytes per device the plan may need: an int, a size string (``"64MiB"``) or a
-            device name (``"tpu-v5e"``, ``"h100-80gb"``: its HBM); None (default): no budget.  The plan found
+            device name (``"tpu-v5e"``, ``"h100-sxm"``: its HBM); None (default): no budget.  The plan found
             without the budget is returned when it keeps the budget; otherwise the search runs under it.
         keep_shardings: ``"io"`` (default): the shardings the arguments come with are kept; ``"all"``: also the
             ``with_sharding_constraint`` s inside ``fn``; ``"none"``: every sharding is chosen.
@@ -587,7 +587,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         ``plan.fn`` with them), ``plan.fn`` (``fn`` with the plan's constraints), ``plan.xla()`` (XLA's
         collective bytes and peak memory per device for the plan, beside the prediction), ``plan.check(*args)``
         (the sharded step against the unsharded one), ``plan.summary()`` (the plan in words),
-        ``plan.hlo_text`` (the module as ``hloshard solve`` writes it) and ``plan.report`` (a dict: objective in
+        ``plan.hlo_text`` (the module as ``hloshard solve`` writes it), ``plan.hlo_text_with(in_shardings,
+        out_shardings)`` (the same module under other shardings, e.g. your own layout for ``hloshard diff``) and
+        ``plan.report`` (a dict: objective in
         cost units, predicted collective bytes and peak memory per device in bytes, ``"time"``, ``"warnings"``,
         ``"memory_guard"``, ``"known_plans"``, ``"local_moves"``).
 
@@ -963,7 +965,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
             if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
-                warnings.warn(guard["note"], UserWarning, stacklevel=2)
+                # stacklevel 3: the caller of auto_shard, past interrupts.interruptible's wrapper
+                warnings.warn(guard["note"], UserWarning, stacklevel=3)
         # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
         report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
 
@@ -980,7 +983,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
                                         scale if device is not None else None)
             report.setdefault("warnings", []).append(note)
-            warnings.warn(note, UserWarning, stacklevel=2)
+            warnings.warn(note, UserWarning, stacklevel=3)   # the caller, past interruptible's wrapper
         root = module.entry.root
         if root.shape.is_tuple:
             outs = list(root.sharding.tuple_elements) if root.sharding.is_tuple else [root.sharding] * len(out_leaves)
