@@ -199,6 +199,7 @@ from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from ..hlo.shape import element_byte_size
 from .memory import bytes_per_device
+from .remat import barrier_source, removed_barrier, scheduled_reads
 
 #: answers of :func:`is_fused` and :func:`effective_users` while a :func:`_memoizing` call runs (None outside)
 _MEMO: dict | None = None
@@ -298,7 +299,7 @@ def breadth_first_order(comp) -> list:
     for n, i in enumerate(post):
         if not node[n]:
             continue
-        ds = [index[id(o)] for o in fused_reads(i) if id(o) in index]
+        ds = [index[id(o)] for o in scheduled_reads(i, fused_reads, is_fused) if id(o) in index]   # remat.py
         ds += [index[id(c)] for c in (i.attrs.get("control-predecessors") or ()) if id(c) in index]
         ds = sorted(set(ds))
         deps[n] = len(ds)
@@ -1414,8 +1415,8 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     reads_of: dict = {}
 
     def read(i):
-        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
-            return ()   # forwarded: its readers read the values it forwards
+        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)) or removed_barrier(i):
+            return ()   # forwarded: its readers read the values it forwards (an opt-barrier: remat.py)
         ops = fused_reads(i)
         if gather_copies and i.opcode == "reduce":   # it reads the gather's transposed copy instead
             ops = [o for o in ops if o.opcode != "gather" or
@@ -2291,6 +2292,11 @@ def made_at_entry_start(instr, entry) -> bool:
             return instr.parent is entry
         if _kind(instr) in ("copy", "reshape", "bitcast") and instr.operands:
             instr = instr.operands[0]
+            seen += 1
+            continue
+        src = barrier_source(instr)   # an opt-barrier's element: XLA removed the barrier (remat.py)
+        if src is not None:
+            instr = src
             seen += 1
             continue
         return False
