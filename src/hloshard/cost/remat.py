@@ -36,12 +36,28 @@ The rule, applied wherever the memory model schedules or reads (the one liveness
 Not modelled: the later ``HloCSE`` merging a recomputed instruction with its forward twin where both
 read the same values (no collective between them); that frees one of two equal buffers made at about
 the same point, which the breadth-first schedule already places together.  Backend: the same pass runs
-in XLA's GPU pipeline; the TPU compiler's pipeline is not public and is not checked here.
+in XLA's GPU pipeline (not modelled here); the TPU compiler removes the barriers only after its
+schedulers (:data:`REMOVED_BEFORE_SCHEDULING`), so on a module planned for it the barrier is honoured.
 """
 
 from __future__ import annotations
 
 BARRIER_OPCODES = frozenset({"opt-barrier", "optimization-barrier"})
+
+#: the fusion backends (:func:`hloshard.cost.liveness.set_fusion_backend`) whose compiler removes the
+#: barriers before it schedules: XLA's CPU compiler (module docstring).  Not the TPU compiler: in libtpu
+#: 0.0.42.1's pass dumps (``v5e:2x4``, ahead of time, a 4-layer MLP stack under ``jax.checkpoint``) the 4
+#: ``opt-barrier`` are still there after ``hlo-memory-scheduler`` and ``latency-hiding-scheduler`` and go
+#: only in ``final_rematerialization``'s ``cse_barrier_expander``, after the schedule is fixed: its
+#: schedule keeps the recomputation behind the cotangent, as the barrier says.
+REMOVED_BEFORE_SCHEDULING = frozenset({"cpu"})
+
+
+def barriers_removed(backend: str) -> bool:
+    """True when the compiler of ``backend`` (``"cpu"`` or ``"tpu"``, the liveness model's fusion
+    backend) schedules a module whose ``opt-barrier`` instructions are already gone
+    (:data:`REMOVED_BEFORE_SCHEDULING`); then :func:`scheduled_reads` and :func:`removed_barrier` apply."""
+    return backend in REMOVED_BEFORE_SCHEDULING
 
 
 def removed_barrier(instr) -> bool:
@@ -111,3 +127,18 @@ def scheduled_reads(instr, fused_reads, is_fused) -> list:
     if src is not None:
         return through_barriers([src], fused_reads, is_fused)
     return through_barriers(fused_reads(instr), fused_reads, is_fused)
+
+
+def barrier_elements(value, user):
+    """The ``get-tuple-element`` instructions through which readers see ``value`` once XLA has removed the
+    barriers (module docstring), when ``user`` is a ``tuple`` that holds ``value`` and that only
+    ``opt-barrier`` instructions read: the elements of those barriers at ``value``'s positions in the
+    tuple.  ``None`` when ``user`` is no such tuple (then ``user`` reads ``value`` itself).  A value whose
+    only reader is a barrier's tuple is read, for XLA's fusion, by the readers of those elements: the
+    cotangent a block's backward multiplies by, fused into that multiply (``tanh`` of the last block's
+    output in the hand module of ``tests/test_remat_memory.py``)."""
+    if user.opcode != "tuple" or not user.users or not all(removed_barrier(b) for b in user.users):
+        return None
+    ks = {k for k, o in enumerate(user.operands) if o is value}
+    return [g for b in user.users for g in b.users
+            if g.opcode == "get-tuple-element" and _tuple_index(g) in ks]
