@@ -1424,8 +1424,8 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     fused = {id(i) for i in order if is_fused(i)}
     unbarred = barriers_removed(fusion_backend(order[0].parent.parent)) if order else False   # remat.py
 
-    def defined(i):
-        return () if id(i) in fused else own(i)
+    def defined(i):   # an opt-barrier XLA removed (remat.py) defines nothing: its readers read its operands
+        return () if id(i) in fused or (unbarred and removed_barrier(i)) else own(i)
 
     reads_of: dict = {}
 

@@ -110,7 +110,7 @@ def through_barriers(reads, fused_reads, is_fused) -> list:
     while stack:
         o = stack.pop()
         s = scheduled_dependency(o)
-        if s is not o and is_fused(s):
+        if is_fused(s):   # an element made by a producer XLA fuses into its readers
             stack.extend(reversed(fused_reads(s)))
             continue
         if id(s) not in seen:
