@@ -14,7 +14,10 @@ One model for every consumer (the cost graph's node intervals in :mod:`hloshard.
   right after the calling instruction, recursively.  Position = index in that list.  The cost graph
   numbers its nodes in the same program order with each computation in post order
   (:func:`computation_order`: operands and control predecessors before users, stable with respect to
-  text order), ``program_schedule(module, breadth_first=False)``.
+  text order), ``program_schedule(module, breadth_first=False)``.  On XLA CPU an ``opt-barrier`` (a
+  ``jax.checkpoint`` region's backward) is gone before the scheduler runs (``OptimizationBarrierExpander``):
+  its elements are read, scheduled and fused as the values they hold, so a recomputation runs in the
+  forward pass (:mod:`hloshard.cost.remat`; the TPU compiler keeps the barrier through its schedulers).
 * **Live intervals** (:func:`live_intervals`): a value is live over the half-open interval
   ``[definition, last read + 1)`` (at least one point), where the caller says which values an
   instruction defines (allocates) and which it reads (its operands' values with aliases resolved, so
