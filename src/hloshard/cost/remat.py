@@ -35,9 +35,14 @@ The rule, applied wherever the memory model schedules or reads (the one liveness
 
 Not modelled: the later ``HloCSE`` merging a recomputed instruction with its forward twin where both
 read the same values (no collective between them); that frees one of two equal buffers made at about
-the same point, which the breadth-first schedule already places together.  Backend: the same pass runs
-in XLA's GPU pipeline (not modelled here); the TPU compiler removes the barriers only after its
-schedulers (:data:`REMOVED_BEFORE_SCHEDULING`), so on a module planned for it the barrier is honoured.
+the same point, which the breadth-first schedule already places together.  Backends: XLA's CPU compiler runs the pass in
+``RunHloPassesThroughLayoutAssn`` (after ``HloCSE``, before ``TupleSimplifier`` and layout
+assignment); XLA's GPU compiler runs it in its ``post-scheduling-passes`` pipeline, after
+``ScheduleGpuModule``, and the TPU compiler in ``final_rematerialization``, after its schedulers
+(:data:`REMOVED_BEFORE_SCHEDULING`): there the barrier orders the schedule and a recomputation runs
+where jax put it.  The memory model follows the CPU backend unless a module is planned for the TPU
+(:func:`hloshard.cost.liveness.set_fusion_backend`), so a GPU user's peak of a remat model is
+over-estimated by it (no GPU backend here to measure).
 """
 
 from __future__ import annotations
