@@ -14,7 +14,10 @@ One model for every consumer (the cost graph's node intervals in :mod:`hloshard.
   right after the calling instruction, recursively.  Position = index in that list.  The cost graph
   numbers its nodes in the same program order with each computation in post order
   (:func:`computation_order`: operands and control predecessors before users, stable with respect to
-  text order), ``program_schedule(module, breadth_first=False)``.
+  text order), ``program_schedule(module, breadth_first=False)``.  On XLA CPU an ``opt-barrier`` (a
+  ``jax.checkpoint`` region's backward) is gone before the scheduler runs (``OptimizationBarrierExpander``):
+  its elements are read, scheduled and fused as the values they hold, so a recomputation runs in the
+  forward pass (:mod:`hloshard.cost.remat`; the TPU compiler keeps the barrier through its schedulers).
 * **Live intervals** (:func:`live_intervals`): a value is live over the half-open interval
   ``[definition, last read + 1)`` (at least one point), where the caller says which values an
   instruction defines (allocates) and which it reads (its operands' values with aliases resolved, so
@@ -199,6 +202,8 @@ from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from ..hlo.shape import element_byte_size
 from .memory import bytes_per_device
+from .remat import (barrier_elements, barrier_source, barriers_removed, removed_barrier, scheduled_dependency,
+                    scheduled_reads)
 
 #: answers of :func:`is_fused` and :func:`effective_users` while a :func:`_memoizing` call runs (None outside)
 _MEMO: dict | None = None
@@ -293,12 +298,14 @@ def breadth_first_order(comp) -> list:
     post = _root_post_order(comp)
     index = {id(i): n for n, i in enumerate(post)}
     node = [not is_fused(i) for i in post]
+    unbarred = barriers_removed(fusion_backend(comp.parent))   # remat.py: opt-barriers gone before scheduling
     deps: list = [None] * len(post)
     users: list = [[] for _ in post]
     for n, i in enumerate(post):
         if not node[n]:
             continue
-        ds = [index[id(o)] for o in fused_reads(i) if id(o) in index]
+        reads = scheduled_reads(i, fused_reads, is_fused) if unbarred else fused_reads(i)
+        ds = [index[id(o)] for o in reads if id(o) in index]
         ds += [index[id(c)] for c in (i.attrs.get("control-predecessors") or ()) if id(c) in index]
         ds = sorted(set(ds))
         deps[n] = len(ds)
@@ -617,8 +624,15 @@ def _cse_users(instr) -> list:
     the instruction kept for it (:func:`cse_representative`), in order, each once."""
     out: list = []
     seen: set = set()
+    unbarred = instr.parent is not None and barriers_removed(fusion_backend(instr.parent.parent))
     for m in _cse_classes(instr.parent)[1].get(id(instr), [instr]):
-        for u in m.users:
+        users = list(m.users)
+        while users:
+            u = users.pop(0)
+            elements = barrier_elements(m, u) if unbarred else None
+            if elements is not None:   # remat.py: a removed barrier's readers read ``m``
+                users[:0] = [w for g in elements for w in g.users]
+                continue
             u = cse_representative(u)
             if id(u) not in seen:
                 seen.add(id(u))
@@ -1024,6 +1038,10 @@ def _compute_reduce_fusions(comp) -> tuple:
     order = computation_order(comp)
     index = {id(i): n for n, i in enumerate(order)}
     by_id = {id(i): i for i in order}
+    unbarred = barriers_removed(fusion_backend(comp.parent))
+
+    def read(x):   # what a reader of ``x`` reads once XLA removed the barriers (remat.py)
+        return cse_representative(scheduled_dependency(x) if unbarred else x)
 
     def cone_of(seeds, stop) -> dict:
         """The fusible producers reachable from ``seeds`` through fusible producers (not in ``stop``)."""
@@ -1034,7 +1052,7 @@ def _compute_reduce_fusions(comp) -> tuple:
             if id(o) in cone or id(o) in stop or not _joins_reduce_fusion(o, comp):
                 continue
             cone[id(o)] = o
-            stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
+            stack.extend(read(x) for x in o.operands if not sliced_operand(o, x))
         return cone
 
     def decide(cone, inside, kept) -> None:
@@ -1053,14 +1071,14 @@ def _compute_reduce_fusions(comp) -> tuple:
             continue
         inside = {id(r)}
         mine: set = set()
-        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, mine)
+        decide(cone_of([read(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, mine)
         out |= mine
         tail = _reduce_tail(r, comp)
         if not tail:
             continue
         inside |= {id(t) for t in tail}
-        seeds = [cse_representative(x) for t in tail for x in t.operands
-                 if id(cse_representative(x)) not in inside and not sliced_operand(t, x)]
+        seeds = [read(x) for t in tail for x in t.operands
+                 if id(read(x)) not in inside and not sliced_operand(t, x)]
         decide(cone_of(seeds, inside | out), inside, tail_out)
         # a reduce input whose other readers are all in the tail: the fusion reads its buffer
         tail_read |= {k for k in mine if all(id(u) in inside for u in _cse_users(by_id[k]))}
@@ -1407,16 +1425,17 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     """:func:`buffer_intervals` once the computations' sharding caches are dropped."""
     pos = {id(i): t for t, i in enumerate(order)}
     fused = {id(i) for i in order if is_fused(i)}
+    unbarred = barriers_removed(fusion_backend(order[0].parent.parent)) if order else False   # remat.py
 
-    def defined(i):
-        return () if id(i) in fused else own(i)
+    def defined(i):   # an opt-barrier XLA removed (remat.py) defines nothing: its readers read its operands
+        return () if id(i) in fused or (unbarred and removed_barrier(i)) else own(i)
 
     reads_of: dict = {}
 
     def read(i):
-        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
-            return ()   # forwarded: its readers read the values it forwards
-        ops = fused_reads(i)
+        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)) or (unbarred and removed_barrier(i)):
+            return ()   # forwarded: its readers read the values it forwards (an opt-barrier: remat.py)
+        ops = scheduled_reads(i, fused_reads, is_fused) if unbarred else fused_reads(i)   # remat.py
         if gather_copies and i.opcode == "reduce":   # it reads the gather's transposed copy instead
             ops = [o for o in ops if o.opcode != "gather" or
                    not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
@@ -2291,6 +2310,11 @@ def made_at_entry_start(instr, entry) -> bool:
             return instr.parent is entry
         if _kind(instr) in ("copy", "reshape", "bitcast") and instr.operands:
             instr = instr.operands[0]
+            seen += 1
+            continue
+        src = barrier_source(instr) if barriers_removed(fusion_backend(entry.parent)) else None
+        if src is not None:   # an opt-barrier's element: XLA removed the barrier (remat.py)
+            instr = src
             seen += 1
             continue
         return False
