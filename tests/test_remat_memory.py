@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import breadth_first_order, set_fusion_backend
+from hloshard.cost.liveness import breadth_first_order, set_barriers_kept, set_fusion_backend
 from hloshard.cost.remat import barrier_source, barriers_removed, removed_barrier
 from hloshard.hlo import parse_module
 
@@ -116,6 +116,25 @@ def test_schedule_recomputes_in_the_forward_on_cpu_and_after_the_cotangent_on_tp
     set_fusion_backend(m, "tpu")
     tpu = breadth_first_order(m.entry)
     assert _position(tpu, "r1") > _position(tpu, "dx1")
+
+
+def test_gpu_profile_keeps_the_barrier_in_the_schedule(tmp_path):
+    """XLA's GPU compiler removes the barriers only after ``ScheduleGpuModule`` (cost.remat): with a GPU
+    profile the recomputation waits for its cotangent as on a TPU, and ``cost --device h100-sxm``'s peak
+    is the barrier-honouring one -- below the XLA CPU figure of the same module."""
+    m = parse_module(remat_module())
+    set_barriers_kept(m, True)
+    gpu = breadth_first_order(m.entry)
+    assert _position(gpu, "r1") > _position(gpu, "dx1")
+    src = tmp_path / "m.hlo"
+    src.write_text(remat_module())
+    peaks = {}
+    for device in (None, "h100-sxm"):
+        args = ["cost", str(src), "--mesh", "8", "--format", "json"] + (["--device", device] if device else [])
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        peaks[device] = json.loads(r.output)["peak_memory_per_device"]
+    assert peaks["h100-sxm"] < peaks[None], peaks
 
 
 @pytest.mark.oracle

@@ -130,7 +130,7 @@ class DeviceMesh:
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
                  "source", "notes", "max_padding", "memory_budget", "divisible_io", "whole_axes_io", "roofline_prices",
-                 "memory_device", "axis_levels", "user_levels",
+                 "memory_device", "barriers_kept", "axis_levels", "user_levels",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -204,6 +204,9 @@ class DeviceMesh:
         self.roofline_prices = None
         #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
         self.memory_device = None
+        #: True on a GPU profile (``--device h100-sxm``...): its compiler schedules with the ``opt-barrier``
+        #: instructions in place (:func:`hloshard.cost.liveness.set_barriers_kept`)
+        self.barriers_kept = False
         #: per axis, the link levels inside it (:class:`hloshard.devices.LinkPiece`, minor first) when its
         #: devices cross more than one link (an axis that spans nodes, priced on a device), else None;
         #: ``user_levels`` the same per axis of the user's mesh (:meth:`apply_levels`)
@@ -428,6 +431,7 @@ class DeviceMesh:
         out.whole_axes_io = self.whole_axes_io
         out.roofline_prices = self.roofline_prices
         out.memory_device = getattr(self, "memory_device", None)
+        out.barriers_kept = getattr(self, "barriers_kept", False)
         if self.user_levels is not None:   # each sub-axis priced at the links its own devices cross
             out.apply_levels(self.user_levels)
         return out

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 
 from .strategy.user_shardings import check_module_shardings
+from .cost.liveness import set_barriers_kept
 from .cost.roofline import RooflinePrices
 from .cost.tpu_heap import tpu_memory_device
 from .devices import (LINK_CLASSES, axis_links, axis_pieces, check_matmul_peaks, get_profile, module_matmul_dtype,
@@ -144,6 +145,11 @@ link, the whole axis as :func:`hloshard.cost.collectives.link_levels` prices lev
     dmesh = _cut_at_nodes(dmesh)
     # memory as the TPU compiler lays it out; the name carries the module's bound on libtpu's heap (the budget's margin)
     dmesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
+    # XLA's GPU compiler removes jax.checkpoint's opt-barriers only after it schedules (cost.remat): said on
+    # the module before anything prices its memory
+    dmesh.barriers_kept = profile.backend == "gpu"
+    if module is not None:
+        set_barriers_kept(module, dmesh.barriers_kept)
     names = getattr(dmesh, "user_names", None) or getattr(dmesh, "axis_names", None)
     dmesh.notes.extend(straddle_notes(profile, shape, links, names))
     return dmesh, scale

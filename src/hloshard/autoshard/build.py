@@ -47,7 +47,7 @@ from ..hlo.shape import Shape
 from ..cost.liveness import (_memoizing, normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_fusion_backend,
+                             resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_barriers_kept, set_fusion_backend,
                              widened_invariants, written_layouts, fusion_backend)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.inline import inline_calls
@@ -338,6 +338,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         clock[0] = now
     # the compiler whose fusion the memory model follows: XLA CPU's, or a TPU's (cost.liveness.set_fusion_backend)
     set_fusion_backend(module, "cpu" if getattr(mesh, "memory_device", None) is None else "tpu")
+    set_barriers_kept(module, getattr(mesh, "barriers_kept", False))   # a GPU profile: cost.remat
     inline_calls(module)   # XLA's CallInliner: calls are gone before partitioning, fusion and memory
     flatten_call_graph(module, warnings)   # one computation per call site, as XLA partitions them
     comps = processed_computations(module)

@@ -298,7 +298,7 @@ def breadth_first_order(comp) -> list:
     post = _root_post_order(comp)
     index = {id(i): n for n, i in enumerate(post)}
     node = [not is_fused(i) for i in post]
-    unbarred = barriers_removed(fusion_backend(comp.parent))   # remat.py: opt-barriers gone before scheduling
+    unbarred = _unbarred(comp.parent)   # remat.py: opt-barriers gone before scheduling
     deps: list = [None] * len(post)
     users: list = [[] for _ in post]
     for n, i in enumerate(post):
@@ -624,7 +624,7 @@ def _cse_users(instr) -> list:
     the instruction kept for it (:func:`cse_representative`), in order, each once."""
     out: list = []
     seen: set = set()
-    unbarred = instr.parent is not None and barriers_removed(fusion_backend(instr.parent.parent))
+    unbarred = instr.parent is not None and _unbarred(instr.parent.parent)
     for m in _cse_classes(instr.parent)[1].get(id(instr), [instr]):
         users = list(m.users)
         while users:
@@ -891,6 +891,27 @@ def fusion_backend(module) -> str:
     return getattr(module, "_hloshard_fusion_backend", None) or "cpu"
 
 
+def set_barriers_kept(module, kept: bool) -> None:
+    """Say whether the compiler ``module`` is planned for schedules it with its ``opt-barrier``
+    instructions in place (True: XLA's GPU compiler, which removes them in its post-scheduling passes,
+    after ``ScheduleGpuModule`` -- :mod:`hloshard.cost.remat`) although the buffers otherwise follow
+    :func:`fusion_backend`'s rules (a GPU profile's memory is modelled with XLA CPU's fusion).  False (the
+    default): :func:`hloshard.cost.remat.barriers_removed` of the fusion backend decides.  Drops what is
+    cached on ``module``'s computations when it changes."""
+    kept = bool(kept)
+    if bool(getattr(module, "_hloshard_barriers_kept", False)) == kept:
+        return
+    module._hloshard_barriers_kept = kept
+    for comp in getattr(module, "computations", ()):
+        forget_shardings(comp)
+
+
+def _unbarred(module) -> bool:
+    """True when ``module``'s ``opt-barrier`` instructions are gone before its compiler schedules
+    (:mod:`hloshard.cost.remat`): the fusion backend removes them and no GPU profile keeps them."""
+    return barriers_removed(fusion_backend(module)) and not getattr(module, "_hloshard_barriers_kept", False)
+
+
 @_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
@@ -1038,7 +1059,7 @@ def _compute_reduce_fusions(comp) -> tuple:
     order = computation_order(comp)
     index = {id(i): n for n, i in enumerate(order)}
     by_id = {id(i): i for i in order}
-    unbarred = barriers_removed(fusion_backend(comp.parent))
+    unbarred = _unbarred(comp.parent)
 
     def read(x):   # what a reader of ``x`` reads once XLA removed the barriers (remat.py)
         return cse_representative(scheduled_dependency(x) if unbarred else x)
@@ -1425,7 +1446,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     """:func:`buffer_intervals` once the computations' sharding caches are dropped."""
     pos = {id(i): t for t, i in enumerate(order)}
     fused = {id(i) for i in order if is_fused(i)}
-    unbarred = barriers_removed(fusion_backend(order[0].parent.parent)) if order else False   # remat.py
+    unbarred = _unbarred(order[0].parent.parent) if order else False   # remat.py
 
     def defined(i):   # an opt-barrier XLA removed (remat.py) defines nothing: its readers read its operands
         return () if id(i) in fused or (unbarred and removed_barrier(i)) else own(i)
@@ -2312,7 +2333,7 @@ def made_at_entry_start(instr, entry) -> bool:
             instr = instr.operands[0]
             seen += 1
             continue
-        src = barrier_source(instr) if barriers_removed(fusion_backend(entry.parent)) else None
+        src = barrier_source(instr) if _unbarred(entry.parent) else None
         if src is not None:   # an opt-barrier's element: XLA removed the barrier (remat.py)
             instr = src
             seen += 1

@@ -46,8 +46,10 @@ assignment); XLA's GPU compiler runs it in its ``post-scheduling-passes`` pipeli
 ``ScheduleGpuModule``, and the TPU compiler in ``final_rematerialization``, after its schedulers
 (:data:`REMOVED_BEFORE_SCHEDULING`): there the barrier orders the schedule and a recomputation runs
 where jax put it.  The memory model follows the CPU backend unless a module is planned for the TPU
-(:func:`hloshard.cost.liveness.set_fusion_backend`), so a GPU user's peak of a remat model is
-over-estimated by it (no GPU backend here to measure).
+(:func:`hloshard.cost.liveness.set_fusion_backend`) or for a GPU profile (``--device h100-sxm``...:
+:func:`hloshard.cost.liveness.set_barriers_kept`, the barriers kept in the schedule as on a TPU, the
+buffers otherwise XLA CPU's); without ``--device`` a GPU user's remat model is priced as XLA CPU runs it
+(no GPU backend here to measure).
 """
 
 from __future__ import annotations
