@@ -81,19 +81,36 @@ def _swap_perm(dot, transpose) -> list[int] | None:
     return perm if perm == want else None
 
 
+def fold_applies(dot, transpose, device: str | None = None) -> bool:
+    """Whether the TPU's algebraic simplifier computes ``transpose(dot)`` as one transposed dot
+    ``dot(b, a)`` before its partitioner runs (module docstring; shardings not read): ``transpose``
+    reads ``dot``, ``dot``'s only user, and swaps its two non-contracting output dims (batch dims first,
+    one non-contracting dim per operand; :func:`_swap_perm`).  ``device``: a TPU profile's name; on a
+    :data:`COMPUTED_FIRST_CHIPS` chip a dot whose computed operand is first and a read-only one second
+    (:func:`_read_only`) is not folded (the simplifier keeps the computed operand first).  Source:
+    libtpu 0.0.42.1's ``simplification-1.after_algsimp`` dumps, 37 plans, 788 dots (BENCHMARKS.md round
+    32, helper tpurows: the dots each chip rewrites are the ones this names, file by file)."""
+    if transpose.opcode != "transpose" or len(transpose.operands) != 1 or transpose.operands[0] is not dot:
+        return False
+    if dot.opcode != "dot" or len(dot.users) != 1 or _swap_perm(dot, transpose) is None:
+        return False
+    return not (device in COMPUTED_FIRST_CHIPS and _read_only(dot.operands[1])
+                and not _read_only(dot.operands[0]))
+
+
 def folded_transposes(module) -> list[tuple]:
     """``(dot, transpose)`` pairs of ``module`` that the TPU pipeline computes as one transposed dot: the
     transpose's operand is a dot whose only user it is, and it swaps the dot's two non-contracting
-    output dims (batch dims first, one non-contracting dim per operand; :func:`_swap_perm`), both
-    written with a tiled sharding (a replicated or unannotated one gives the partitioner nothing to
-    transpose).  In computation order."""
+    output dims (batch dims first, one non-contracting dim per operand; :func:`fold_applies` on any
+    chip), both written with a tiled sharding (a replicated or unannotated one gives the partitioner
+    nothing to transpose).  In computation order."""
     out = []
     for comp in module.computations:
         for t in comp.instructions:
             if t.opcode != "transpose" or len(t.operands) != 1:
                 continue
             d = t.operands[0]
-            if d.opcode != "dot" or len(d.users) != 1 or _swap_perm(d, t) is None:
+            if not fold_applies(d, t):
                 continue
             s = d.sharding
             if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup or t.sharding is None:
@@ -187,8 +204,7 @@ def tpu_partitioned_view(module, device: str | None = None):
     pairs = folded_transposes(module)
     swaps = []
     if device in COMPUTED_FIRST_CHIPS:
-        pairs = [(d, t) for d, t in pairs
-                 if not (_read_only(d.operands[1]) and not _read_only(d.operands[0]))]
+        pairs = [(d, t) for d, t in pairs if fold_applies(d, t, device)]
         folded = {id(d) for d, _ in pairs}
         swaps = [d for d in operand_swaps(module) if id(d) not in folded]
     if not pairs and not swaps:

@@ -47,7 +47,8 @@ Public API (for the apply step, and for ``hloshard.jax``, which writes the same 
     insert_pins(pins) -> int                          # add the Sharding custom-calls to the IR
     insert_loop_state_pins(whiles) -> int             # Sharding custom-calls after loop-state reads
     keep_invariants(whiles) -> int                    # Sharding custom-calls on a body root's pass-throughs
-    insert_transpose_pins(instructions) -> int        # Sharding custom-calls between a dot and its transposes
+    insert_transpose_pins(instructions, device=None) -> int   # Sharding custom-calls between a dot and its
+                                                      #   transposes (on a TPU only where its simplifier folds them)
 
 The TPU compiler simplifies before it partitions (the CPU backend partitions first): its algebraic
 simplifier folds ``transpose(dot(a, b))`` into ``dot(b, a)`` and gives the new dot the old dot's
@@ -66,6 +67,7 @@ from dataclasses import dataclass
 
 from .base import TOKEN, LeafRef, is_array, is_mesh_spec, leaf_range, leaf_shapes
 from ..cost.reshard import plan
+from ..cost.tpu_partitioner import fold_applies
 from ..hlo.ir import Instruction
 from ..hlo.loops import called, invariant_elements
 from ..hlo.sharding import HloSharding
@@ -394,19 +396,30 @@ def _pin_between(comp, src, users, suffix: str, names: set):
     return cc
 
 
-def insert_transpose_pins(instructions) -> int:
+def insert_transpose_pins(instructions, device: str | None = None) -> int:
     """Between each ``dot`` that carries a sharding and the ``transpose`` instructions that read it,
     insert ``NAME.tpin = custom-call(NAME), custom_call_target="Sharding", sharding=<the dot's>`` and make
     those transposes read it (one per dot), so a compiler that folds ``transpose(dot)`` before it
     partitions (the TPU compiler's algebraic simplifier) cannot carry the dot's sharding onto a result of
     other dims (module docstring).  ``instructions``: the written module's instructions (every
-    computation's).  Returns the custom-calls added.  Deterministic (the given order)."""
+    computation's).  ``device``: None (default, no device or a GPU profile): every such dot is pinned;
+    a TPU profile's name (``mesh.memory_device``): only a dot that profile's simplifier would fold into
+    its transpose (:func:`hloshard.cost.tpu_partitioner.fold_applies`: the transpose its only user and
+    swapping its two non-contracting dims; not on v6e when the computed operand is first) -- elsewhere the
+    pin guards nothing and costs: it keeps the simplifier from merging the written transpose with the one
+    it writes after a dot it lays out anew, so the partitioner reshards the dot's result into the pinned
+    layout (moe_layer's ``dot(w2, relu(x w1))`` on ``v6e:2x4``, whose dims the v6e simplifier swaps,
+    :func:`hloshard.cost.tpu_partitioner.operand_swaps`: libtpu 0.0.42.1's ``optimal_seconds`` 3.49 us
+    with the pin, 3.06 us -- GSPMD's program -- without; BENCHMARKS.md round 34, helper tpurows).
+    Returns the custom-calls added.  Deterministic (the given order)."""
     count = 0
     names: dict = {}   # per computation the names in use (_pin_between adds the ones it takes)
     for d in list(instructions):
         if d.opcode != "dot" or d.sharding is None or not is_array(d.shape):
             continue
         users = [u for u in d.users if u.opcode == "transpose"]
+        if device is not None:
+            users = [u for u in users if fold_applies(d, u, str(device))]
         if not users:
             continue
         comp = d.parent
