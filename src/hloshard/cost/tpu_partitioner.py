@@ -167,17 +167,22 @@ def operand_swaps(module) -> list:
     whose weight is a dynamic-slice of the stacked weights; hand modules: a parameter first and a dot /
     reduce / dynamic-slice second is swapped on v6e, kept on v5e; both operands read-only, both computed,
     or the computed one first: kept on both."""
-    out = []
-    for comp in module.computations:
-        for d in comp.instructions:
-            if d.opcode != "dot" or len(d.operands) != 2 or _swap_dims(d) is None:
-                continue
-            s = d.sharding
-            if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup:
-                continue
-            if _read_only(d.operands[0]) and not _read_only(d.operands[1]):
-                out.append(d)
-    return out
+    return [d for comp in module.computations for d in comp.instructions if swaps_operands(d)]
+
+
+def swaps_operands(dot, device: str | None = None) -> bool:
+    """Whether ``dot`` is one of :func:`operand_swaps`' dots -- ``dot(a, b)`` with ``a`` read-only, ``b``
+    computed, a tiled written sharding -- that the simplifier of ``device`` rewrites as ``dot(b, a)``:
+    any such dot when ``device`` is None (the pattern alone), else only on a :data:`COMPUTED_FIRST_CHIPS`
+    chip."""
+    if device is not None and device not in COMPUTED_FIRST_CHIPS:
+        return False
+    if dot.opcode != "dot" or len(dot.operands) != 2 or _swap_dims(dot) is None:
+        return False
+    s = dot.sharding
+    if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup:
+        return False
+    return _read_only(dot.operands[0]) and not _read_only(dot.operands[1])
 
 
 def transposed_layout(sh: HloSharding, perm: list[int]) -> HloSharding:
