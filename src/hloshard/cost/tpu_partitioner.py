@@ -30,7 +30,9 @@ with the two shardings as the TPU's partitioner sees them (the dot: its written 
 the transpose: the dot's written layout), which ``evaluate_module`` then prices as written -- the
 dot's operand resharding, its partial sums and the transpose users' resharding are priced by the same
 strategies and resharding plans as any other plan.  Only for ``--device tpu-*`` reports
-(``DeviceProfile.backend == 'tpu'``); the solver's objective does not use it.
+(``DeviceProfile.backend == 'tpu'``); the solver's objective does not use it.  The written plan's transpose
+pins read the two predicates (:func:`fold_applies`, :func:`swaps_operands`): on v6e a dot the simplifier swaps
+and does not fold gets none (:func:`hloshard.strategy.realize.insert_transpose_pins`).
 """
 
 from __future__ import annotations
