@@ -103,3 +103,20 @@ def test_heap_cell_names_the_headers_and_any_other_values():
     lines = real_models_tpu.table(rows).splitlines()
     assert len({ln.count("|") for ln in lines}) == 1, lines     # every line has the header's columns
     assert "| 2.18 (134) |" in lines[-1], lines[-1]
+
+
+def test_tpu_time_adds_each_concat_bitcast_back():
+    """libtpu's ``optimal_seconds`` carries -1 s per ``ConcatBitcast`` custom-call of the optimized program
+    (``hloshard.xla_cost``); the TPU us column adds them back, as ``XlaCost.estimate_seconds`` does, instead of
+    showing "-" (round 34: the real models' written modules, e.g. qwen2_small auto -0.99987 with one)."""
+    final = FINAL.replace("  ROOT %fusion.2",
+                          '  %cb = f32[64,16]{1,0:T(8,128)} custom-call(%p0), custom_call_target="ConcatBitcast"\n'
+                          "  ROOT %fusion.2")
+    mem = {"argument": 4096, "output": 4096, "temp": 0, "alias": 0}
+    rec = {"ok": True, "memory": mem, "cost": {"optimal_seconds": -0.9998, "flops": 1.0}, "partitioned": None,
+           "final": final}
+    row = real_models_tpu.figures(rec)
+    assert row["concat_bitcasts"] == 1
+    assert row["optimal_seconds"] == pytest.approx(0.0002)
+    row = real_models_tpu.figures(dict(rec, final=FINAL))     # none to add back: no estimate
+    assert row["concat_bitcasts"] == 0 and row["optimal_seconds"] is None

@@ -1305,7 +1305,7 @@ def _write(result: SolveResult, module, pin_operands: bool) -> None:
     if pin_operands:
         graph.loop_pins = insert_loop_state_pins([i for i in graph.schedule if i.opcode == "while"])
         # and a dot's layout against the TPU compiler folding transpose(dot) before it partitions
-        insert_transpose_pins([i for c in module.computations for i in c.instructions])
+        insert_transpose_pins([i for c in module.computations for i in c.instructions], getattr(graph, "memory_device", None))
 
 
 class _Unwritten:

@@ -30,7 +30,9 @@ with the two shardings as the TPU's partitioner sees them (the dot: its written 
 the transpose: the dot's written layout), which ``evaluate_module`` then prices as written -- the
 dot's operand resharding, its partial sums and the transpose users' resharding are priced by the same
 strategies and resharding plans as any other plan.  Only for ``--device tpu-*`` reports
-(``DeviceProfile.backend == 'tpu'``); the solver's objective does not use it.
+(``DeviceProfile.backend == 'tpu'``); the solver's objective does not use it.  The written plan's transpose
+pins read the two predicates (:func:`fold_applies`, :func:`swaps_operands`): on v6e a dot the simplifier swaps
+and does not fold gets none (:func:`hloshard.strategy.realize.insert_transpose_pins`).
 """
 
 from __future__ import annotations
@@ -81,19 +83,36 @@ def _swap_perm(dot, transpose) -> list[int] | None:
     return perm if perm == want else None
 
 
+def fold_applies(dot, transpose, device: str | None = None) -> bool:
+    """Whether the TPU's algebraic simplifier computes ``transpose(dot)`` as one transposed dot
+    ``dot(b, a)`` before its partitioner runs (module docstring; shardings not read): ``transpose``
+    reads ``dot``, ``dot``'s only user, and swaps its two non-contracting output dims (batch dims first,
+    one non-contracting dim per operand; :func:`_swap_perm`).  ``device``: a TPU profile's name; on a
+    :data:`COMPUTED_FIRST_CHIPS` chip a dot whose computed operand is first and a read-only one second
+    (:func:`_read_only`) is not folded (the simplifier keeps the computed operand first).  Source:
+    libtpu 0.0.42.1's ``simplification-1.after_algsimp`` dumps, 37 plans, 788 dots (BENCHMARKS.md round
+    32, helper tpurows: the dots each chip rewrites are the ones this names, file by file)."""
+    if transpose.opcode != "transpose" or len(transpose.operands) != 1 or transpose.operands[0] is not dot:
+        return False
+    if dot.opcode != "dot" or len(dot.users) != 1 or _swap_perm(dot, transpose) is None:
+        return False
+    return not (device in COMPUTED_FIRST_CHIPS and _read_only(dot.operands[1])
+                and not _read_only(dot.operands[0]))
+
+
 def folded_transposes(module) -> list[tuple]:
     """``(dot, transpose)`` pairs of ``module`` that the TPU pipeline computes as one transposed dot: the
     transpose's operand is a dot whose only user it is, and it swaps the dot's two non-contracting
-    output dims (batch dims first, one non-contracting dim per operand; :func:`_swap_perm`), both
-    written with a tiled sharding (a replicated or unannotated one gives the partitioner nothing to
-    transpose).  In computation order."""
+    output dims (batch dims first, one non-contracting dim per operand; :func:`fold_applies` on any
+    chip), both written with a tiled sharding (a replicated or unannotated one gives the partitioner
+    nothing to transpose).  In computation order."""
     out = []
     for comp in module.computations:
         for t in comp.instructions:
             if t.opcode != "transpose" or len(t.operands) != 1:
                 continue
             d = t.operands[0]
-            if d.opcode != "dot" or len(d.users) != 1 or _swap_perm(d, t) is None:
+            if not fold_applies(d, t):
                 continue
             s = d.sharding
             if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup or t.sharding is None:
@@ -150,17 +169,22 @@ def operand_swaps(module) -> list:
     whose weight is a dynamic-slice of the stacked weights; hand modules: a parameter first and a dot /
     reduce / dynamic-slice second is swapped on v6e, kept on v5e; both operands read-only, both computed,
     or the computed one first: kept on both."""
-    out = []
-    for comp in module.computations:
-        for d in comp.instructions:
-            if d.opcode != "dot" or len(d.operands) != 2 or _swap_dims(d) is None:
-                continue
-            s = d.sharding
-            if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup:
-                continue
-            if _read_only(d.operands[0]) and not _read_only(d.operands[1]):
-                out.append(d)
-    return out
+    return [d for comp in module.computations for d in comp.instructions if swaps_operands(d)]
+
+
+def swaps_operands(dot, device: str | None = None) -> bool:
+    """Whether ``dot`` is one of :func:`operand_swaps`' dots -- ``dot(a, b)`` with ``a`` read-only, ``b``
+    computed, a tiled written sharding -- that the simplifier of ``device`` rewrites as ``dot(b, a)``:
+    any such dot when ``device`` is None (the pattern alone), else only on a :data:`COMPUTED_FIRST_CHIPS`
+    chip."""
+    if device is not None and device not in COMPUTED_FIRST_CHIPS:
+        return False
+    if dot.opcode != "dot" or len(dot.operands) != 2 or _swap_dims(dot) is None:
+        return False
+    s = dot.sharding
+    if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup:
+        return False
+    return _read_only(dot.operands[0]) and not _read_only(dot.operands[1])
 
 
 def transposed_layout(sh: HloSharding, perm: list[int]) -> HloSharding:
@@ -187,8 +211,7 @@ def tpu_partitioned_view(module, device: str | None = None):
     pairs = folded_transposes(module)
     swaps = []
     if device in COMPUTED_FIRST_CHIPS:
-        pairs = [(d, t) for d, t in pairs
-                 if not (_read_only(d.operands[1]) and not _read_only(d.operands[0]))]
+        pairs = [(d, t) for d, t in pairs if fold_applies(d, t, device)]
         folded = {id(d) for d, _ in pairs}
         swaps = [d for d in operand_swaps(module) if id(d) not in folded]
     if not pairs and not swaps:

@@ -47,7 +47,8 @@ Public API (for the apply step, and for ``hloshard.jax``, which writes the same 
     insert_pins(pins) -> int                          # add the Sharding custom-calls to the IR
     insert_loop_state_pins(whiles) -> int             # Sharding custom-calls after loop-state reads
     keep_invariants(whiles) -> int                    # Sharding custom-calls on a body root's pass-throughs
-    insert_transpose_pins(instructions) -> int        # Sharding custom-calls between a dot and its transposes
+    insert_transpose_pins(instructions, device=None) -> int   # Sharding custom-calls between a dot and its
+                                                      #   transposes (on v6e not a dot its simplifier swaps)
 
 The TPU compiler simplifies before it partitions (the CPU backend partitions first): its algebraic
 simplifier folds ``transpose(dot(a, b))`` into ``dot(b, a)`` and gives the new dot the old dot's
@@ -66,6 +67,7 @@ from dataclasses import dataclass
 
 from .base import TOKEN, LeafRef, is_array, is_mesh_spec, leaf_range, leaf_shapes
 from ..cost.reshard import plan
+from ..cost.tpu_partitioner import fold_applies, swaps_operands
 from ..hlo.ir import Instruction
 from ..hlo.loops import called, invariant_elements
 from ..hlo.sharding import HloSharding
@@ -394,19 +396,33 @@ def _pin_between(comp, src, users, suffix: str, names: set):
     return cc
 
 
-def insert_transpose_pins(instructions) -> int:
+def insert_transpose_pins(instructions, device: str | None = None) -> int:
     """Between each ``dot`` that carries a sharding and the ``transpose`` instructions that read it,
     insert ``NAME.tpin = custom-call(NAME), custom_call_target="Sharding", sharding=<the dot's>`` and make
     those transposes read it (one per dot), so a compiler that folds ``transpose(dot)`` before it
     partitions (the TPU compiler's algebraic simplifier) cannot carry the dot's sharding onto a result of
     other dims (module docstring).  ``instructions``: the written module's instructions (every
-    computation's).  Returns the custom-calls added.  Deterministic (the given order)."""
+    computation's).  ``device``: None (default: no device, a GPU profile) or a TPU profile's name
+    (``mesh.memory_device``): on a chip whose simplifier swaps a dot's operands itself
+    (:func:`hloshard.cost.tpu_partitioner.swaps_operands`, v6e: a read-only operand first, a computed one
+    second) a dot it swaps and does not fold into its transpose
+    (:func:`~hloshard.cost.tpu_partitioner.fold_applies`) is not pinned: the swap lays the dot out anew
+    whatever the pin says, writing a transpose of its own after it, and the pin only keeps that transpose
+    from merging with the written one, so the partitioner reshards the swapped dot's result into the pinned
+    layout (moe_layer's ``dot(w2, relu(x w1))`` on ``v6e:2x4``: libtpu 0.0.42.1's ``optimal_seconds`` 3.49 us
+    with the pin, 3.06 us -- GSPMD's program -- without; BENCHMARKS.md round 34, helper tpurows).  Every
+    other dot read by a transpose is pinned, on every device: dropping the pins where the fold's rule does
+    not apply was measured worse on a held-out model (qwen2_small's written modules on ``v5e:2x4``, 22
+    pins -> 6: 7.62 -> 8.34 MB raw collective bytes, libtpu 144.2 -> 164.8 us for ``auto_expert``).
+    Returns the custom-calls added.  Deterministic (the given order)."""
     count = 0
     names: dict = {}   # per computation the names in use (_pin_between adds the ones it takes)
     for d in list(instructions):
         if d.opcode != "dot" or d.sharding is None or not is_array(d.shape):
             continue
         users = [u for u in d.users if u.opcode == "transpose"]
+        if device is not None and swaps_operands(d, str(device)):
+            users = [u for u in users if fold_applies(d, u, str(device))]
         if not users:
             continue
         comp = d.parent
