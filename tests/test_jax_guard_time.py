@@ -110,16 +110,20 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
         raise err
 
     _stub_guard(monkeypatch, no_plan, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget))
     setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    # the third: the exact step at the held plan's own peak (round 25), from it; it finds nothing either
-    assert len(calls) == 3 and info["resolves"] == 3 and info["applied"] and info["held"]
+    # the third: the exact step at the held plan's own peak (round 25), from it; it finds nothing either; the
+    # fourth: the band's other start (round 34), from the budget's greedy start (hint None: no other plan is known
+    # within the band), at the band's limit; it finds nothing either
+    assert len(calls) == 4 and info["resolves"] == 4 and info["applied"] and info["held"]
     assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1] == calls[2][2]   # the second from the first's plan
-    assert [fit for _, fit, _ in calls] == [False, False, False]
+    assert calls[3][2] is None and calls[3][0] == calls[1][0]
+    assert info["band"]["start"] == "the budget's greedy start" and "failed" in info["band"]["start_plan"]
+    assert [fit for _, fit, _ in calls] == [False, False, False, False]
     assert calls[2][0] == budget_for_model_limit(2_000_000, None) and "failed" in info["exact_step"]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
     # the second step asks for the band above the held plan's peak (not halfway, 5,000,000: round 22; not the
@@ -177,12 +181,15 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
                            types.SimpleNamespace(peak_memory=2_200_000, total=6.0), 0.0, 1.0)
 
     _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (60, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    assert len(calls) == 2 and info["applied"] and not info.get("held")
+    # the third: the band's other start (round 34), which finds the same plan
+    assert len(calls) == 3 and info["applied"] and not info.get("held")
+    assert calls[2] == calls[1] and info["band"]["taken"] == "the band step's plan"
     assert result.choice == [2, 2] and result.evaluation.total == 6.0
     assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
     # a band plan of the same cost as the held one: the held plan is returned (the band buys cost, nothing else)
@@ -200,8 +207,9 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
 
     setattr_everywhere(monkeypatch, autoshard, "solve_module", same_cost)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    # the exact step (round 25) finds that plan again: not cheaper, the held plan stays
-    assert len(calls) == 3 and info["applied"] and info["held"] and not info["exact_step"]["taken"]
+    # the exact step (round 25) finds that plan again: not cheaper, the held plan stays; so does the band's other
+    # start (round 34): of two plans of one cost the band step's answer is kept
+    assert len(calls) == 4 and info["applied"] and info["held"] and not info["exact_step"]["taken"]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000
 
 
@@ -454,15 +462,16 @@ def test_when_the_band_holds_the_nearest_plan_the_exact_step_may_find_a_cheaper_
 
     import hloshard.costgraph as costgraph
     _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
     setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
     band = guard.band_limit(2_000_000, 9_000_000)
-    assert len(calls) == 3 and info["resolves"] == 3 and info["applied"] and not info["held"]
-    assert calls[2] == (budget_for_model_limit(2_000_000, None), [1, 1])
+    # the fourth: the band's other start (round 34), which finds the exact step's plan again
+    assert len(calls) == 4 and info["resolves"] == 4 and info["applied"] and not info["held"]
+    assert calls[2] == (budget_for_model_limit(2_000_000, None), [1, 1]) and calls[3][0] == calls[1][0]
     assert result.choice == [3, 3] and info["exact_step"]["taken"] and info["limit_bytes"] == band
     # no time left for it: not started, the held plan returned
     calls.clear()

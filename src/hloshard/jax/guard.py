@@ -770,6 +770,8 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
         mine = [int(x) for x in guarded.choice]
         start = next((c for c in cands if c[2] != mine), None)
         hint = start[2] if start is not None and start[0] < float(guarded.evaluation.total) else None
+        if _os.environ.get("GUARD_BAND_HINT") == "greedy":
+            hint = None
         row["start"] = "the budget's greedy start" if hint is None else start[1]
         limit_budget = budget_for_model_limit(int(band), device)
         try:
