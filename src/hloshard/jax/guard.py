@@ -4,6 +4,12 @@ is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entr
 it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 :func:`hloshard.autoshard.solve.pareto_step`); given your shardings, the rule that the plan returned is no worse than
 your layout (:data:`YOUR_LAYOUT_RULE`, :func:`_no_worse_than_yours`); the summary's row (:func:`guard_summary`).
+
+The band's rule (issue 25, round 34; :func:`_band_answer`): when the strict re-solve within the baseline finds
+nothing, the guard's answer is the cheapest plan it knows within the band above the strict step's nearest plan --
+the band step's, one more search of the band started elsewhere, every plan the searches found, the known plans and
+your layout -- whose written module (every communication buffer priced, the figure the baseline and a first plan
+are judged in) peaks within the band above the nearest plan's written module; none: the nearest plan itself.
 """
 
 from __future__ import annotations
@@ -727,7 +733,8 @@ def _band_candidates(result, graph, band: int, known_plans, extra) -> list:
 
 
 def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, seed: int, deterministic: bool,
-                 deadline, budget: float, need: float, known_plans, guard: dict, write, ceiling: int, device):
+                 deadline, budget: float, need: float, known_plans, guard: dict, write, ceiling: int, device,
+                 reserve: float = 0.0):
     """``(plan, re-solves started)``: the answer of :func:`_guard`'s band step (``band``: its limit, bytes per device
     in the graph's figure, :func:`band_limit` of ``nearest``'s peak), made robust to the one hint that step starts
     from and priced as the guard prices its baseline and a first plan (issue 25, round 34).
@@ -744,8 +751,10 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
       written module, the figure ``ceiling`` -- the first plan's -- and the baseline are in); the band in that figure
       is :func:`band_limit` of its written peak, below ``ceiling``.  The candidates cheaper than ``nearest`` are
       written in cost order (at most :data:`BAND_WRITES`), and the first whose written peak keeps that band is the
-      answer; none: ``nearest`` (which keeps it by definition).  With ``write`` None (no module to write) the
-      cheapest candidate is the answer.
+      answer; none: ``nearest`` (which keeps it by definition).  With ``write`` None (no module to write), or in
+      wall-clock mode when the ``deadline`` leaves less than two pricings (``reserve`` seconds each, the graph's
+      re-pricing reserve; each later one likewise), the cheapest candidate in the graph's figure is the answer (the
+      rule before round 34, :func:`_fallback`'s) and ``guard["band"]["unpriced"]`` says why.
 
     Why: the band's anchor was ``nearest``'s graph figure, whose unpriced buffers vary with the plan the strict step
     happens to return, and the band's answer depended on its one hint (round 33, report33_memory.md: with round 32's
@@ -763,15 +772,12 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
     row = {"limit_bytes": int(band), "nearest_cost": round(float(nearest[1].total), 6)}
     guard["band"] = row
     more = 0
-    import os as _os  # PROBE
-    if _os.environ.get("GUARD_BAND_START", "1") == "1" and _time_left(deadline) >= need:
+    if _time_left(deadline) >= need:
         more = 1
         cands = _band_candidates(result, graph, band, known_plans, extra)
         mine = [int(x) for x in guarded.choice]
         start = next((c for c in cands if c[2] != mine), None)
         hint = start[2] if start is not None and start[0] < float(guarded.evaluation.total) else None
-        if _os.environ.get("GUARD_BAND_HINT") == "greedy":
-            hint = None
         row["start"] = "the budget's greedy start" if hint is None else start[1]
         limit_budget = budget_for_model_limit(int(band), device)
         try:
@@ -789,9 +795,11 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
     row["candidates"] = len(cands)
     if not cands:
         return guarded, more
-    if write is None or _os.environ.get("GUARD_BAND_WRITTEN", "1") != "1":
+    unpriced = "no module to write" if write is None else (
+        "the time limit left no two pricings" if _time_left(deadline) < 2 * float(reserve) else None)
+    if unpriced:
         cost, name, choice, ev = cands[0]
-        row["taken"] = name
+        row.update(taken=name, unpriced=unpriced)
         return (guarded if choice == [int(x) for x in guarded.choice] else _held(guarded, (choice, ev), graph)), more
     near = _held(guarded, (list(nearest[0]), nearest[1]), graph)
     unwritten, anchor = _written_peak(near, module, dmesh)
@@ -801,6 +809,9 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
     pick = near
     row["taken"] = "the nearest plan"
     for cost, name, choice, ev in [c for c in cands if c[0] < float(nearest[1].total)][:BAND_WRITES]:
+        if _time_left(deadline) < float(reserve):   # wall-clock: no pricing past the deadline
+            row["unpriced"] = "the time limit ended before every candidate was priced"
+            break
         res = _held(guarded, (choice, ev), graph)
         unwritten, peak = _written_peak(res, module, dmesh)
         _unwrite(res, unwritten)
@@ -1264,7 +1275,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     (deterministic, ``time_limit=10``, round 22): the strict re-solve's plan needs 145.5 MB with its buffers;
     before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
     returned the 145.5 MB plan; asking the held plan's peak, the second re-solve returned it: 3 -> 2 re-solves,
-    the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.  With the user's shardings
+    the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.  After
+    the band step (and the exact step) the answer is :func:`_band_answer`'s (round 34): several starts, and the
+    band's anchor priced as a written module, so that neither the one hint nor the nearest plan's unpriced buffers
+    decide it; :func:`_fallback`'s known plans are among its candidates.  With the user's shardings
     a re-solved plan above the baseline is compared, written, with the baseline's own plan (:func:`_below_baseline`).
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
@@ -1551,7 +1565,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             int(guarded.evaluation.peak_memory) < plan_peak:
         banded = True
         guarded, more = _band_answer(result, guarded, nearest, tried[-1], module, dmesh, keep, seed, deterministic,
-                                     deadline, budget, need, known_plans, guard, write, judged, device)
+                                     deadline, budget, need, known_plans, guard, write, judged, device, reserve)
         exact += more
     guard["resolves"] = len(tried) + exact   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
