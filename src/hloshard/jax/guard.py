@@ -702,8 +702,8 @@ def _held(result, nearest, graph):
 
 
 #: the most plans of the band (cheapest first) :func:`_band_answer` writes and prices beside the nearest plan: a
-#: bound on its pricings (each one written module, :func:`_written_peak`; about a re-pricing, 2-4 s of CPU on a
-#: keras-hub model), not a tuned figure
+#: bound on its pricings (each one written module, :func:`_written_peak`, about one re-pricing of the plan), not a
+#: tuned figure
 BAND_WRITES = 3
 
 
@@ -760,8 +760,14 @@ def _band_answer(result, guarded, nearest, band: int, module, dmesh, keep: str, 
     happens to return, and the band's answer depended on its one hint (round 33, report33_memory.md: with round 32's
     memory rules keras-hub mistral_small's auto_expert band widened 22.86 -> 28.05 MB and admitted the data-parallel
     known plan, XLA 23.04 MB against the expert's 22.93; tests/test_jax_e2e.py's transformer train step held a
-    7.07 M plan, 5.73 MB moved against Megatron's 5.11, while a 6.31 M plan lay in its band).  ``guard["band"]``
-    reports the anchor, the band in both figures, the plans written and the one taken.  Raises nothing new."""
+    7.07 M plan, 5.73 MB moved against Megatron's 5.11, while a 6.31 M plan lay in its band).  Measured (round 34,
+    BENCHMARKS.md "helper memguard, round 34"): on main's memory model that e2e step moves 5.01 / 5.01 / 5.21 MB by
+    XLA at ``time_limit`` 10 / 15 / 20 (before: 6.18 / 5.01 / 6.18), keras-hub qwen2_small, mistral_small's auto and
+    gemma's auto_expert are unchanged, and mistral_small's auto_expert returns a plan an earlier search held, written
+    0.4% above the nearest plan's, which XLA puts at 11.92 / 17.41 MB against 11.84 / 16.22 (a trade within the
+    model's error); with round 32's memory rules the written check rejects the data-parallel plan above.
+    ``guard["band"]`` reports the anchor, the band in both figures, the plans written and the one taken.  Raises
+    nothing new."""
     graph = guarded.graph
     pin = bool(getattr(result.graph, "pin_operands", False))
     yours = guard.get("_user_plan")
