@@ -80,7 +80,7 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_reported_beside_the_
 
     setattr_everywhere(monkeypatch, autoshard, "solve_module", search)
     setattr_everywhere(monkeypatch, build, "with_memory_budget", lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 2_000_000})
     monkeypatch.setattr(guard, "user_sharded", lambda module: True)
     monkeypatch.setattr(guard, "plan_entry", lambda *a: {})

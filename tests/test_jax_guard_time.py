@@ -110,16 +110,20 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
         raise err
 
     _stub_guard(monkeypatch, no_plan, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget))
     setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    # the third: the exact step at the held plan's own peak (round 25), from it; it finds nothing either
-    assert len(calls) == 3 and info["resolves"] == 3 and info["applied"] and info["held"]
+    # the third: the exact step at the held plan's own peak (round 25), from it; it finds nothing either; the
+    # fourth: the band's other start (round 34), from the budget's greedy start (hint None: no other plan is known
+    # within the band), at the band's limit; it finds nothing either
+    assert len(calls) == 4 and info["resolves"] == 4 and info["applied"] and info["held"]
     assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1] == calls[2][2]   # the second from the first's plan
-    assert [fit for _, fit, _ in calls] == [False, False, False]
+    assert calls[3][2] is None and calls[3][0] == calls[1][0]
+    assert info["band"]["start"] == "the budget's greedy start" and "failed" in info["band"]["start_plan"]
+    assert [fit for _, fit, _ in calls] == [False, False, False, False]
     assert calls[2][0] == budget_for_model_limit(2_000_000, None) and "failed" in info["exact_step"]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
     # the second step asks for the band above the held plan's peak (not halfway, 5,000,000: round 22; not the
@@ -177,12 +181,15 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
                            types.SimpleNamespace(peak_memory=2_200_000, total=6.0), 0.0, 1.0)
 
     _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (60, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    assert len(calls) == 2 and info["applied"] and not info.get("held")
+    # the third: the band's other start (round 34), which finds the same plan
+    assert len(calls) == 3 and info["applied"] and not info.get("held")
+    assert calls[2] == calls[1] and info["band"]["taken"] == "the band step's plan"
     assert result.choice == [2, 2] and result.evaluation.total == 6.0
     assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
     # a band plan of the same cost as the held one: the held plan is returned (the band buys cost, nothing else)
@@ -200,8 +207,9 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
 
     setattr_everywhere(monkeypatch, autoshard, "solve_module", same_cost)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    # the exact step (round 25) finds that plan again: not cheaper, the held plan stays
-    assert len(calls) == 3 and info["applied"] and info["held"] and not info["exact_step"]["taken"]
+    # the exact step (round 25) finds that plan again: not cheaper, the held plan stays; so does the band's other
+    # start (round 34): of two plans of one cost the band step's answer is kept
+    assert len(calls) == 4 and info["applied"] and info["held"] and not info["exact_step"]["taken"]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000
 
 
@@ -454,15 +462,16 @@ def test_when_the_band_holds_the_nearest_plan_the_exact_step_may_find_a_cheaper_
 
     import hloshard.costgraph as costgraph
     _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
-        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
     setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
     band = guard.band_limit(2_000_000, 9_000_000)
-    assert len(calls) == 3 and info["resolves"] == 3 and info["applied"] and not info["held"]
-    assert calls[2] == (budget_for_model_limit(2_000_000, None), [1, 1])
+    # the fourth: the band's other start (round 34), which finds the exact step's plan again
+    assert len(calls) == 4 and info["resolves"] == 4 and info["applied"] and not info["held"]
+    assert calls[2] == (budget_for_model_limit(2_000_000, None), [1, 1]) and calls[3][0] == calls[1][0]
     assert result.choice == [3, 3] and info["exact_step"]["taken"] and info["limit_bytes"] == band
     # no time left for it: not started, the held plan returned
     calls.clear()
@@ -1018,3 +1027,61 @@ def test_the_guards_share_is_kept_only_where_it_holds_an_xla_run_as_long_as_the_
     assert later_phase_seconds(t) + t == 5.0
     assert guard.guard_share_holds(10.0, 0.0, t) and not guard.guard_share_holds(10.0, 0.0, t + 0.01)
     assert not guard.guard_share_holds(10.0, 12.0, 0.1)          # past the deadline
+
+
+def test_the_bands_answer_is_the_cheapest_plan_whose_written_module_keeps_the_band_above_the_nearest(monkeypatch):
+    """The band's answer (issue 25, round 34, :func:`hloshard.jax.guard._band_answer`): after the strict re-solve
+    found nothing (its nearest plan [1, 1]: 2,000,000 B in the graph's figure, cost 7) and the band step found a
+    cheaper plan ([2, 2], cost 5), one more search of the band starts elsewhere (the budget's greedy start: the
+    only other plan known within the band, the nearest, is costlier) and finds [3, 3] (cost 6).  The nearest plan's
+    written module is the anchor (1,500,000 B): the band step's plan, written at 1,900,000 B, is above the band over
+    it (the model's measured over-estimate) and is not taken although it is the cheapest; [3, 3], written within
+    it, is.  When no candidate keeps it, the nearest plan is the answer (held).  Stub solver and written peaks."""
+    import types
+
+    import hloshard.costgraph as costgraph
+    from hloshard.autoshard.solve import SolveResult
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    calls = []
+
+    def solve(module, dmesh, **kw):
+        calls.append((kw["memory_budget"], kw["hint"]))
+        if len(calls) == 1:
+            err = SolveFailed("the plans found need more with their communication buffers")
+            err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
+            raise err
+        if len(calls) == 2:   # the band step: cheaper, within the band in the graph's figure
+            return SolveResult(kw["graph"], Sol([2, 2], 50, "feasible"), [2, 2],
+                               types.SimpleNamespace(peak_memory=2_300_000, total=5.0), 0.0, 1.0)
+        return SolveResult(kw["graph"], Sol([3, 3], 60, "feasible"), [3, 3],   # the other start
+                           types.SimpleNamespace(peak_memory=2_100_000, total=6.0), 0.0, 1.0)
+
+    written = {(0, 1): 9_000_000, (1, 1): 1_500_000, (2, 2): 1_900_000, (3, 3): 1_600_000}
+    _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
+        pin_operands=False, problem=types.SimpleNamespace(num_nodes=2), budget=budget, memory_budget=budget))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (60, True))
+    monkeypatch.setattr(guard, "_written_peak", lambda res, module, dmesh: (None, written[tuple(res.choice)]))
+    monkeypatch.setattr(guard, "_unwrite", lambda res, unwritten: None)
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
+                        types.SimpleNamespace(peak_memory=9_000_000, total=4.0), 1.0, 1.0)
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True, write="restore")
+    band = info["band"]
+    assert len(calls) == 3 and calls[2][1] is None and band["start"] == "the budget's greedy start"
+    assert band["anchor_written_bytes"] == 1_500_000
+    assert band["written_limit_bytes"] == guard.band_limit(1_500_000, 9_000_000) < 1_900_000
+    assert [(w["name"], w["kept"]) for w in band["written"]] == [("the band step's plan", False),
+                                                                 ("the band's other start", True)]
+    assert result.choice == [3, 3] and band["taken"] == "the band's other start" and not info["held"]
+    # no candidate's written module keeps the band: the nearest plan
+    written[(3, 3)] = 1_800_000
+    calls.clear()
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True, write="restore")
+    assert result.choice == [1, 1] and info["band"]["taken"] == "the nearest plan" and info["held"]
+    assert len(info["band"]["written"]) == 2 and not any(w["kept"] for w in info["band"]["written"])
+    # nothing to write (write None): the cheapest plan within the band in the graph's figure, unpriced
+    calls.clear()
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert result.choice == [2, 2] and info["band"]["unpriced"] == "no module to write"

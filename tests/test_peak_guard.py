@@ -87,6 +87,15 @@ def test_guard_never_returns_a_plan_above_the_baselines_own(monkeypatch):
 
     setattr_everywhere(monkeypatch, autoshard, "solve_module", search)
     monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)   # the guard's re-solves alone
+    # the band's answer (round 34): your layout -- the baseline's own plan -- is one of its candidates, within the
+    # band and cheaper than the band's plan here: it is the answer before any comparison of written modules
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=known, pareto=False)
+    assert g["applied"] and g["band"]["taken"] == "your layout" and not g.get("baseline_plan_kept"), g
+    assert list(out.choice) == own and int(out.evaluation.peak_memory) == own_peak, g
+    # the band's answer left to the band step's plan (as before round 34): the comparison of written modules
+    # (_below_baseline) returns the baseline's own plan
+    calls.clear()
+    monkeypatch.setattr(guard, "_band_answer", lambda result, guarded, *a, **k: (guarded, 0))
     out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=known, pareto=False)
     assert g["applied"] and g.get("baseline_plan_kept"), g
     assert list(out.choice) == own, g
