@@ -891,7 +891,11 @@ def carried_outputs(closed, eqns: dict, constraints: dict, operand_constraints: 
             for i, s in operand_constraints.get(path, ()):
                 pins[i] = s   # the last step is the layout the equation reads
             inputs = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jcore.Literal)]
-            ok = bool(inputs) and all(tuple(getattr(v.aval, "shape", ())) == shape and
+            # a literal operand of a non-scalar output: jax lowers it as a broadcast constant that the module's
+            # other uses of that value and shape share, and GSPMD's propagation (no constant splitting, unlike
+            # Shardy's) gives the shared broadcast one layout, from whichever region it meets first -- then the
+            # equation's output, left open, takes that layout (issue 24, round 34: below)
+            ok = bool(inputs) and not (rank and len(inputs) < len(eqn.invars)) and all(tuple(getattr(v.aval, "shape", ())) == shape and
                                       same(pins.get(i, made.get(v)), sh, rank) for i, v in inputs)
             for user, i in readers.get(v_out, ()) if ok else ():
                 upath = path_of.get(id(user))
