@@ -38,7 +38,10 @@ def f(x, y, c):
     g = jnp.cos(x)        # 6 cos: input P('data'), but the result it is leaves P('model'): kept
     h = jnp.sin(x)        # 7 sin: input P('data'), read by the add through an operand pin: kept
     k = h + x             # 8 add: P('data') ... its input h pinned to P('model') there: kept
-    return v, w, g, k
+    z = x * 2.0           # 9 mul by a literal, an array: kept (a broadcast constant, shared: GSPMD lays it out once)
+    s = jnp.sum(x)        # 10 reduce_sum: not elementwise: kept
+    q = s * 0.5           # 11 mul by a literal, a scalar: carried
+    return v, w, g, k, z, q
 
 x = jax.ShapeDtypeStruct((16, 16), jnp.float32)
 closed = jax.make_jaxpr(f)(x, x, x)
@@ -46,10 +49,10 @@ eqns = equations(closed)
 names = [eqns[(k,)].primitive.name for k in range(len(closed.jaxpr.eqns))]
 cons = {((0,), 0): S("data"), ((1,), 0): S("data"), ((2,), 0): S("data"), ((3,), 0): S(None, "model"),
         ((4,), 0): S(None, "model"), ((5,), 0): S("data"), ((6,), 0): S("data"), ((7,), 0): S("data"),
-        ((8,), 0): S("data")}
+        ((8,), 0): S("data"), ((9,), 0): S("data"), ((10,), 0): S(), ((11,), 0): S()}
 opc = {(8,): [(0, S("model"))]}
 got = carried_outputs(closed, eqns, cons, opc, [S("data"), S("data"), None],
-                      [S("data"), S("data"), S("model"), S("data")])
+                      [S("data"), S("data"), S("model"), S("data"), S("data"), S()])
 print(json.dumps({"names": names, "carried": sorted(k[0][0] for k in got)}))
 '''
 
@@ -65,11 +68,13 @@ def _run(script: str, timeout: float = 600) -> dict:
 
 def test_carried_outputs_only_where_every_input_is_in_the_layout():
     r = _run(UNIT)
-    assert r["names"] == ["mul", "add", "exp", "tanh", "mul", "dot_general", "cos", "sin", "add"], r
-    # the mul (inputs and reader in its layout) and the exp (a result in its layout); not the add read in
-    # another layout, the tanh (another layout), the mul with an input of unknown layout, the dot, the cos whose
-    # result leaves in another layout, or the sin read through an operand pin to another layout
-    assert r["carried"] == [0, 2], r
+    assert r["names"] == ["mul", "add", "exp", "tanh", "mul", "dot_general", "cos", "sin", "add", "mul",
+                          "reduce_sum", "mul"], r
+    # the mul (inputs and reader in its layout), the exp (a result in its layout) and the scalar mul by a literal;
+    # not the add read in another layout, the tanh (another layout), the mul with an input of unknown layout, the
+    # dot, the cos whose result leaves in another layout, the sin read through an operand pin to another layout,
+    # or the array mul by a literal (issue 24, round 34: GSPMD lays the shared broadcast constant out once)
+    assert r["carried"] == [0, 2, 11], r
 
 
 #: tests/test_jax_time.py's decoder, auto_shard's plan: plan.jit() against the program with every output

@@ -453,14 +453,23 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
     all-gather, then a slice, the same collective as the replication at no more bytes, without XLA's
     "Involuntary full rematerialization" (new user 17's GNN: the mean of its readout, constrained
     ``P('model')`` where it is made and pinned ``P(None, 'data')`` for the dot that reads it; the written
-    module has the same pair, and XLA replicates it there too).  Returns how many were added."""
+    module has the same pair, and XLA replicates it there too).  Returns how many were added.
+
+    A value is known by its variable *and* the path of the jaxpr it is evaluated in (an equation at path ``p``
+    reads and makes the variables of the jaxpr at ``p[:-1]``): jax traces a function once per shapes, so the
+    bodies of a Python loop's ``jax.checkpoint`` layers (and of an inlined ``jit`` called several times) are one
+    Jaxpr object, each equation and variable listed under every path that evaluates it.  Keyed by the variable
+    alone, the layout of the last such region's value stood for every region's: on a 4-layer Megatron MLP, each
+    layer checkpointed, the backward of layer 1 took layer 2's ``P('data')`` for its cotangent (written ``P('data',
+    'model')``) and gained a replicated step before its ``P(None, 'model')`` pin -- ``plan.jit()`` moved 12%
+    (Shardy) / 30% (GSPMD) more than the written module (issue 24, round 34; fresh34 finding 1)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
-    made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
+    made: dict = {((), v): sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
     for (path, j), sh in pinned.items():
         eqn = eqns.get(path)
         if eqn is not None and j < len(eqn.outvars):
-            made[eqn.outvars[j]] = sh
+            made[(path[:-1], eqn.outvars[j])] = sh
     added = 0
     for path, rows in operand_constraints.items():
         eqn = eqns.get(path)
@@ -470,7 +479,8 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
         last: dict = {}   # input i -> the layout its previous constraint here leaves it in (a pin's stop)
         for i, sh in rows:
             var = eqn.invars[i] if i < len(eqn.invars) else None
-            have = last[i] if i in last else made.get(var) if var is not None and not hasattr(var, "val") else None
+            have = last[i] if i in last else made.get((path[:-1], var)) \
+                if var is not None and not hasattr(var, "val") else None
             last[i] = sh
             rank = len(getattr(var.aval, "shape", ())) if var is not None else 0
             # (a spec names the axes of its own mesh: layouts on two meshes -- one cut for sub-axes,
