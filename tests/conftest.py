@@ -64,15 +64,27 @@ def jax_available() -> bool:
     return True
 
 
-def run_python_child(script: str, timeout: float = 300) -> str:
+def run_python_child(script: str, timeout: float = 300, in_checkout: bool = False) -> str:
     """Run ``script`` with ``python -c`` in a child process that imports this checkout's ``src`` (a jax
-    program whose XLA flags must be set before jax loads); assert it exits 0 and return its stdout."""
+    program whose XLA flags must be set before jax loads); assert it exits 0 and return its stdout.
+    ``in_checkout``: the child also imports the checkout's root (``tests.*``, ``benchmarks.*``) and runs in it."""
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(child_argv(["-c", script], env), capture_output=True, text=True, env=env, timeout=timeout)
+    paths = [str(ROOT / "src")] + ([str(ROOT)] if in_checkout else []) + [os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    proc = subprocess.run(child_argv(["-c", script], env), capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=ROOT if in_checkout else None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+def run_json_child(script: str, timeout: float = 900) -> dict:
+    """:func:`run_python_child` in the checkout (``in_checkout``) after :func:`require_jax`; the JSON object
+    its stdout's last line holds."""
+    import json
+
+    require_jax()
+    return json.loads(run_python_child(script, timeout, in_checkout=True).strip().splitlines()[-1])
 
 
 def require_jax() -> None:

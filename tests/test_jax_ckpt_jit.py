@@ -21,14 +21,9 @@ One child: ``auto_shard``, then ``plan.jit()`` compiled under each partitioner a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import pytest
 
-from tests.conftest import ROOT, require_jax
-from hloshard.xla_check import child_argv
+from tests.conftest import run_json_child
 
 SCRIPT = r'''
 import json
@@ -78,13 +73,7 @@ print(json.dumps({"predicted": plan.report["predicted_collective_bytes_per_devic
 @pytest.fixture(scope="module")
 def ckpt_run() -> dict:
     """The JSON line of :data:`SCRIPT` run in a child with 8 fake CPU devices."""
-    require_jax()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=900,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json_child(SCRIPT)
 
 
 @pytest.mark.oracle

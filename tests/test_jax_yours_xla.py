@@ -15,14 +15,9 @@ your layout is taken.  One child, one deterministic ``auto_shard`` (about 10 s o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import pytest
 
-from tests.conftest import ROOT, require_jax
-from hloshard.xla_check import child_argv
+from tests.conftest import run_json_child
 
 SCRIPT = r'''
 import dataclasses, json, warnings
@@ -78,13 +73,7 @@ print(json.dumps({"taken": plan.report["memory_guard"]["your_layout"]["taken"],
 @pytest.fixture(scope="module")
 def yours_run() -> dict:
     """The JSON line of :data:`SCRIPT` run in a child with 8 fake CPU devices."""
-    require_jax()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=900,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json_child(SCRIPT)
 
 
 @pytest.mark.oracle
