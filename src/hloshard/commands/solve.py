@@ -403,7 +403,7 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: a summary on stderr; json: the report JSON on stdout (then -o is required).")
 @click.option("--report", "report_file", type=str, default=None, metavar="FILE",
-              help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here.")
+              help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here; also on exit 3 (status and why).")
 @click.option("--html", "html_file", type=str, default=None, metavar="FILE",
               help="Write a self-contained HTML report (summary, cost by computation, collectives, parameters).")
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
