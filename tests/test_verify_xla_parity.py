@@ -45,7 +45,19 @@ _SDY = 'HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh
 _SDY_P = '  a = f32[8] parameter(0), frontend_attributes={xla.sdy.sharding="#sdy.sharding<@%s, [{\\"x\\"}]>"}\n  ROOT r = f32[8] negate(a)'
 _AR = "  a = f32[4] parameter(0)\n  ROOT r = f32[4] all-reduce(a), channel_id=1, replica_groups=G, use_global_device_ids=true, to_apply=sum"
 
+_CONV = ("  a = f32[2,8,8,4] parameter(0)\n  k = f32[3,3,4,6] parameter(1)\n"
+         "  ROOT c = SHAPE convolution(a, k), window={WINDOW}, dim_labels=b01f_01io->OUT")
+
 CASES = {
+    # the result's dims against dim_labels and the window (new user 34 F5: labels that contradict the result)
+    "conv_strided_padded": _m(_CONV.replace("SHAPE", "f32[2,4,4,6]").replace("WINDOW", "size=3x3 stride=2x2 pad=1_1x1_1")
+                              .replace("OUT", "b01f")),
+    "conv_labels_contradict_result": _m(_CONV.replace("SHAPE", "f32[2,8,8,6]").replace("WINDOW", "size=3x3 pad=1_1x1_1")
+                                        .replace("OUT", "bf01")),
+    "conv_labels_moved_feature": _m(_CONV.replace("SHAPE", "f32[2,6,8,8]").replace("WINDOW", "size=3x3 pad=1_1x1_1")
+                                    .replace("OUT", "bf01")),
+    "conv_wrong_spatial": _m(_CONV.replace("SHAPE", "f32[2,5,5,6]").replace("WINDOW", "size=3x3 stride=2x2 pad=1_1x1_1")
+                             .replace("OUT", "b01f")),
     "broadcast_size1_in_while": _m(WHILE_ENTRY, _COND + _BODY.replace("N", "1").replace("LIT", "2")),
     "broadcast_size2_in_while": _m(WHILE_ENTRY, _COND + _BODY.replace("N", "2").replace("LIT", "2, 3")),
     "broadcast_size1_rank2": _m("  a = f32[1,4] parameter(0)\n  ROOT b = f32[3,4,5] broadcast(a), dimensions={0,1}"),

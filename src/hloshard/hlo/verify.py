@@ -420,6 +420,40 @@ def _check_convolution(instr) -> None:
     fin, kin = lhs.dims[dl.input_feature], rhs.dims[dl.kernel_input_feature]
     if g < 1 or fin != kin * g:
         raise _Bad(f"input feature size {fin} != kernel input-feature size {kin} x feature_group_count {g}")
+    want = _convolution_result_dims(instr, lhs, rhs, dl)
+    if want is not None and _array(instr.shape) and tuple(instr.shape.dims) != want:
+        raise _Bad(f"dim_labels={labels} and the window give the result dimensions [{', '.join(map(str, want))}], "
+                   f"but the result is declared {instr.shape}")
+
+
+def _convolution_result_dims(instr, lhs, rhs, dl) -> tuple[int, ...] | None:
+    """The result dimensions XLA's shape inference gives a convolution (``ShapeInference::
+    InferConvolveShape``): batch = input batch / ``batch_group_count``, feature = the kernel's output
+    feature, each spatial dim the window's output size over the dilated, padded input
+    (``(padded - dilated window) / stride + 1``, 0 when the window does not fit).  None when the
+    operands' ranks, the window or ``batch_group_count`` do not allow it (other checks say why)."""
+    if len(lhs.dims) != len(rhs.dims) or dl.output_batch >= len(lhs.dims) or dl.output_feature >= len(lhs.dims) or \
+            any(i >= len(lhs.dims) for i in dl.output_spatial + dl.input_spatial):
+        return None
+    try:
+        bgc = int(str(instr.attr("batch_group_count") or 1))
+    except ValueError:
+        return None
+    window = instr.attr("window")
+    wdims = tuple(getattr(window, "dims", ()) or ())
+    if bgc < 1 or lhs.dims[dl.input_batch] % bgc or len(wdims) != len(dl.input_spatial):
+        return None
+    out = [0] * len(lhs.dims)
+    out[dl.output_batch] = lhs.dims[dl.input_batch] // bgc
+    out[dl.output_feature] = rhs.dims[dl.kernel_output_feature]
+    for k, w in enumerate(wdims):
+        n = lhs.dims[dl.input_spatial[k]]
+        padded = ((n - 1) * w.lhs_dilation + 1 if n else 0) + w.padding_low + w.padding_high
+        span = (w.size - 1) * w.rhs_dilation + 1
+        if w.stride < 1:
+            return None
+        out[dl.output_spatial[k]] = 0 if padded < span else (padded - span) // w.stride + 1
+    return tuple(out)
 
 
 #: -done / -update of an async pair: which part of the start's shape it returns (None: all of it),
