@@ -223,3 +223,13 @@ def test_mutated_inputs_raise_only_hlo_syntax_errors():
         assert print_module(parse_module(out)) == out
         parsed += 1
     assert parsed > 20 and failed > 100
+
+
+def test_a_file_cut_inside_a_name_says_the_input_ends_there():
+    """New user 34 F10: a file cut in the middle of an instruction's name was "unexpected 'params__enc2___'";
+    the last token of the text, not a closer, is said as the end of the input."""
+    e = err("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  params__enc2___")
+    assert (e.line, e.column) == (4, 3), (e.line, e.column)
+    assert e.message.startswith("unexpected end of input after 'params__enc2___'") and "truncated" in e.message, e.message
+    # a closer as the last token stays an unexpected token (nothing was cut)
+    assert "unexpected '}'" in err("HloModule m\nENTRY e {\n  ROOT p = f32[] negate((\n}\n").message

@@ -903,6 +903,10 @@ def _run(ctx: _Ctx, start: str):
             if nxt == "=":
                 ctx.error_at(f"attribute name {tok.value!r} must touch its '=' (write {tok.value}=...)",
                              tok.start_pos)
+        if not text[tok.end_pos:].strip() and tok.value.strip() not in ("}", ")", "]"):
+            # the file's last token, not a closer: cut in the middle of a line (new user 34 F10)
+            ctx.error_at(f"unexpected end of input after {desc!r} (the text ends inside an unfinished line: a "
+                         f"truncated file?); expected {_expected(exc.expected)}", tok.start_pos)
         ctx.error_at(f"unexpected {desc!r}; expected {_expected(exc.expected)}", tok.start_pos)
     except UnexpectedEOF as exc:
         _unbalanced_line_error(ctx, text)
