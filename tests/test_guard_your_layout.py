@@ -128,6 +128,13 @@ def test_the_summary_has_a_memory_guard_row_that_says_unchecked():
     kept = {"baseline": "gspmd", "baseline_peak_bytes": 2 ** 20, "applied": False}
     assert guard_summary(kept).startswith("checked: the plan's peak is within the gspmd baseline's 1.0 MiB")
     assert "memory guard" not in dict(plan_rows({"memory_guard": {"baseline": None}}))
+    # re-solved into the band above the baseline (new user 34 F9: "within the gspmd baseline's 51.0 MiB" where the
+    # baseline was 32.2 MiB): the row names the relaxed limit as such
+    band = {"baseline": "gspmd", "baseline_peak_bytes": 2 ** 20, "limit_bytes": 3 * 2 ** 19, "applied": True}
+    assert guard_summary(band).startswith("applied: re-solved within 1.5 MiB (predicted), relaxed from the gspmd "
+                                          "baseline's 1.0 MiB, which no plan found kept"), guard_summary(band)
+    strict = dict(band, limit_bytes=2 ** 20)
+    assert guard_summary(strict).startswith("applied: re-solved within the gspmd baseline's 1.0 MiB (predicted)")
 
 
 def test_the_off_row_says_when_the_guards_share_could_not_hold_it():

@@ -1146,7 +1146,11 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
                 f"within it{said}; {CHECK_PEAK}")
     if guard.get("applied"):
         how = f"the {guard['fallback']} plan returned" if guard.get("fallback") else "re-solved"
-        return f"applied: {how} within the {base} baseline's {fmt(guard.get('limit_bytes'))} (predicted){said}"
+        held = guard.get("limit_bytes")
+        if limit is not None and held is not None and held > limit:   # the band above the plan nearest the baseline
+            return (f"applied: {how} within {fmt(held)} (predicted), relaxed from the {base} baseline's {fmt(limit)}, "
+                    f"which no plan found kept{said}")
+        return f"applied: {how} within the {base} baseline's {fmt(held)} (predicted){said}"
     return (f"checked: the plan's peak is within the {base} baseline's {fmt(limit)} (predicted, within the memory "
             f"model's measured error){said}")
 
