@@ -706,7 +706,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         name = getattr(fn, "__name__", "fn")
         try:
             closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
-            lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
+            # donated arguments lowered as jax.jit(..., donate_argnums=) lowers them: the module's header carries
+            # their input_output_alias, so the memory model and plan.xla() free the donated inputs as plan.jit()
+            # does (new user 34 F6: Falcon's donated plan reported at 73.7 MB, run at 55.4 MB)
+            sizes = [len(jax.tree_util.tree_leaves(a)) for a in example_args]
+            starts = np.cumsum([0] + sizes)
+            flat_donated = tuple(k for i in donated for k in range(int(starts[i]), int(starts[i + 1])))
+            lowered = jax.jit(runner(closed), keep_unused=True, donate_argnums=flat_donated).lower(*flat_abstract)
         except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
             raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
         out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
