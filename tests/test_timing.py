@@ -255,3 +255,36 @@ def test_an_axis_spanning_nodes_is_named_by_both_its_links():
     assert axis_link_name(h100, (4, 4), 1, "ici") == "NVLink"
     assert axis_link_name(h100, (2, 8), 0, "dcn") == "InfiniBand"
     assert axis_link_name(get_profile("tpu-v5e"), (2, 4), 1, "ici") == "ICI"
+
+
+REPEAT = """HloModule rep
+
+ENTRY e {
+  x = f32[64,256] parameter(0), sharding={SX}
+  w = f32[256,512] parameter(1), sharding={SW}
+  ROOT d = f32[64,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={SD}
+}
+"""
+
+
+@pytest.mark.parametrize("sx,sw,sd,repeat", [
+    # batch over all 8 devices: each device runs 1/8 of the dot
+    ("devices=[8,1]<=[8]", "replicated", "devices=[8,1]<=[8]", 1.0),
+    # batch over 'model' (4) only, 'data' (2) splits nothing: each device runs 2x its 1/8 share
+    ("devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate", "replicated",
+     "devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate", 2.0),
+    ("replicated", "replicated", "replicated", 8.0),
+])
+def test_the_summary_says_when_a_plan_repeats_matmul_compute(tmp_path, sx, sw, sd, repeat):
+    """New user 34 F11: a plan that leaves a (slow, dcn) axis out of every matmul repeats their flops on its
+    devices; the report gives the factor and the text summary says it whenever it is above 1."""
+    text = REPEAT.replace("SX", sx).replace("SW", sw).replace("SD", sd)
+    d = _cost_json(tmp_path, text, "--mesh", "data=2:dcn,model=4", "--device", "h100-sxm")
+    assert d["step_time"]["matmul_repeat"] == pytest.approx(repeat)
+    path = tmp_path / "m.hlo"
+    r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "data=2:dcn,model=4", "--device", "h100-sxm"])
+    assert r.exit_code == 0, r.output
+    said = "matmuls repeated: each device runs" in " ".join(r.output.split())
+    assert said == (repeat > 1.0)
+    if said:
+        assert f"{repeat:.2f}x its 1/8 share" in " ".join(r.output.split())

@@ -164,6 +164,20 @@ def on_chip_words(timing: dict) -> str:
     return f" ({on_chip:.4g} of them kept on chip, VMEM)" if on_chip > 0 else ""
 
 
+def repeat_words(timing: dict) -> str:
+    """A line when the plan repeats matmul compute (``step_time["matmul_repeat"]`` > 1, shown to two
+    decimals: :func:`hloshard.timing.matmul_repeat`): each device runs that many times its 1/devices share of
+    the dots and convolutions, so some mesh axis splits none of them (new user 34 F11: the U-Net priced on
+    ``data=2:dcn`` ran x1.97 its share on both nodes, said nowhere); '' otherwise."""
+    st = timing["step_time"]
+    r = st.get("matmul_repeat")
+    if r is None or round(r, 2) <= 1.0:
+        return ""
+    return (f"\nmatmuls repeated: each device runs {r:.2f}x its 1/{st['devices']} share of the dot and "
+            f"convolution flops (a mesh axis splits none of some of them: their compute, and their operands' "
+            f"memory, are repeated on its devices)")
+
+
 def step_time_line(timing: dict) -> str:
     """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
     st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
@@ -174,7 +188,7 @@ def step_time_line(timing: dict) -> str:
             f"resharding {format_seconds(b['resharding_s'])}; no overlap; all hidden: {format_seconds(b['overlapped_step_time_s'])})"
             f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'} {peak_words(st)}; {timing['flops_per_device']:.4g} flops and "
             f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device" + on_chip_words(timing)
-            + f"\naxes {links_text(timing)}"
+            + f"\naxes {links_text(timing)}" + repeat_words(timing)
             + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 

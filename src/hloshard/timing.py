@@ -28,7 +28,7 @@ from .autoshard.apply import instruction_sharding
 from .autoshard.build import edge_buffers
 from .autoshard.evaluate import evaluate_module, replicated_evaluation
 from .cost.collectives import collective_hbm_bytes
-from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
+from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, matmul_flops, model_flops
 from .cost.memory import bytes_per_device
 from .cost.roofline import (PREFETCH_COPY_FACTOR, PREFETCH_MAX_BYTES, RooflineRow, instruction_peak, roofline,
                              shared_intermediates, take_bytes)
@@ -251,6 +251,32 @@ def axis_link_name(profile, shape, axis: int, link: str) -> str:
     return f"{profile.link_name('ici')} x{per_node} inside a node, {profile.link_name('dcn')} across {nodes} nodes"
 
 
+def matmul_repeat(result, devices: int) -> float | None:
+    """How many times its share each device runs the program's dots and convolutions under the plan
+    ``result`` (an ``evaluate_module`` CostResult of a module before partitioning): the chosen strategies'
+    flops per device (``Strategy.flop_count``) x ``devices`` over the unpartitioned flops
+    (:func:`hloshard.cost.flops.matmul_flops`), each weighted by its executions per run.  1.0 when every
+    matmul is split over all devices; ``devices`` when all are replicated; in between when a mesh axis splits
+    none of some of them (new user 34 F11: a plan that keeps a slow ``dcn`` axis out of the matmuls repeats
+    their compute, and the memory of their operands, on its devices).  None without matmuls."""
+    graph, choice = result.graph, result.choice
+    plan = full = 0.0
+    seen: set[int] = set()
+    for v, g in enumerate(graph.nodes):
+        instr = g.instr
+        if instr.opcode not in ("dot", "convolution"):
+            continue
+        whole = matmul_flops(instr)
+        if whole <= 0:
+            continue
+        w = float(graph.ctx.weight(instr))
+        plan += float(g.strategies[int(choice[v])].flop_count()) * w
+        if id(instr) not in seen:
+            seen.add(id(instr))
+            full += whole * w
+    return plan * devices / full if full > 0 else None
+
+
 def plan_timing(result, module, scale) -> dict:
     """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
     re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
@@ -268,6 +294,7 @@ def plan_timing(result, module, scale) -> dict:
         mf *= devices
     st = step_time(scale, ev.compute, ev.communication, ev.resharding, mf, devices, COMPUTE_COST_PER_FLOP,
                    roofline=roof)
+    repeat = None if per_device else matmul_repeat(result, devices)
     user_shape = tuple(int(n) for n in (getattr(graph.mesh, "user_shape", None) or graph.mesh.shape))
     names = next((list(n) for n in (getattr(graph.mesh, "user_names", None), getattr(graph.mesh, "axis_names", None))
                   if n and len(n) == len(scale.links)), [f"axis{i}" for i in range(len(scale.links))])
@@ -289,6 +316,8 @@ def plan_timing(result, module, scale) -> dict:
                       "seconds_per_unit": scale.seconds_per_unit,
                       "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
                       "per_device_program": per_device,
+                      # the plan's dot / convolution flops per device over its 1/devices share (matmul_repeat)
+                      "matmul_repeat": repeat,
                       "axis_links": dict(zip(map(str, names), scale.links)),
                       "axis_link_names": {str(a): axis_link_name(profile, user_shape, i, c)
                                           for i, (a, c) in enumerate(zip(names, scale.links))},
