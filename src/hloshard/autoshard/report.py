@@ -221,6 +221,16 @@ def _name_nodes(graph: Graph, msg: str, sol) -> str:
         at = f"at liveness point {int(t)}" + (f" ({graph.schedule[int(t)].name})"
                                                if 0 <= int(t) < len(graph.schedule) else "")
         rows = [(first[int(e["node"])], int(e["minimum_usage"])) for e in nodes if int(e["node"]) in first]
+        if int(detail["minimum_usage"]) <= int(detail["limit"]):
+            # solver.presolve.tightest_point: each tensor alone fits at its smallest layout, but no combination the
+            # solver may choose does (fresh-clone check 34: "cannot be met ... need at least 2.0 MiB" under a
+            # 2.4 MiB limit read as a contradiction)
+            return (f"memory limit {format_bytes(int(detail['limit']))} per device (the solver's, in the memory "
+                    f"model's bytes) cannot be met by any plan the solver may choose: at the tightest liveness "
+                    f"point, {at}, the tensors live there would need {format_bytes(int(detail['minimum_usage']))} "
+                    f"if each took its smallest layout, but those layouts cannot all be chosen together (kept or "
+                    f"tied shardings, and strategies that exclude each other, force larger ones); largest: "
+                    f"{live_tensors(graph, rows)}")
         return (f"memory limit {format_bytes(int(detail['limit']))} per device (the solver's, in the memory model's "
                 f"bytes) cannot be met {at}: the tensors live there need at least "
                 f"{format_bytes(int(detail['minimum_usage']))} even at their smallest layouts; largest: "
