@@ -151,8 +151,11 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
         # issue 14: uneven splits are priced on the padded tile (= flops_total / split(used) when even)
+        # one term per operand dim (a convolution's spatial dim has an "s" and a "w" role on the same lhs dim)
         flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
-                                                (rhs.shape.dims[rd], r_s[rd]) for _, _, ld, rd in roles))
+                                                (rhs.shape.dims[rd], r_s[rd]) for ld, rd in
+                                                dict.fromkeys((ld, None if ld is not None else rd)
+                                                              for _, _, ld, rd in roles)))
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         if spatial and halo is None:
