@@ -50,6 +50,13 @@ CASES = [
     # new user 34 F12: images batch over data, output gradient batch over all 8 devices (contracting splits of
     # different part counts): XLA gathers both rather than slicing the images further
     ("wg_mismatched", [("f32[16,32,32,3]", BATCH), (DY, "{devices=[8,1,1,1]<=[8]}")], WG, R, "f32[3,3,3,64]"),
+    # input features split in the activations only (new user 34's Megatron U-Net conv_general_dilated.40): with the
+    # kernel split on its output features XLA gathers the activations (3/4 x 6 MiB); with the kernel replicated and
+    # the result replicated over model it slices the kernel and all-reduces the result tile (2*3/4 x 2 MiB)
+    ("fwd_one_sided", [("f32[16,32,32,192]", BATCH_OUT), ("f32[3,3,192,64]", W_OUT)], CONV, BATCH_OUT,
+     "f32[16,32,32,64]"),
+    ("fwd_one_sided_rep", [("f32[16,32,32,192]", BATCH_OUT), ("f32[3,3,192,64]", R)], CONV, BATCH,
+     "f32[16,32,32,64]"),
 ]
 
 
@@ -78,3 +85,5 @@ def test_kernel_gradient_expected_figures():
     assert res["wg_h2x4"][0] == [("all-reduce", 8, 774144), (cp, 1, 98304), (cp, 1, 98304), (cp, 1, 221184),
                                  (cp, 1, 221184)]
     assert sum(b for _, _, b in res["wg_mismatched"][0]) == 3768320
+    assert res["fwd_one_sided"][0] == [("all-gather", 4, 4718592)]
+    assert res["fwd_one_sided_rep"][0] == [("all-reduce", 4, 3145728)]

@@ -16,7 +16,7 @@ import re
 
 from ..cost.flops import convolution_flops
 from .base import StrategyGroup, is_array
-from .dot import dot_strategies, gathers_mismatched_contracting, keeps_contracting
+from .dot import dot_strategies, gathers_mismatched_contracting, keeps_contracting, one_sided_contracting
 from .registry import register, register_backward, register_preference
 from .slicing import halo_exchange
 from .window import _grown_halos
@@ -118,15 +118,22 @@ def conv_keeps_contracting(instr, actual, strategies, ctx=None):
     measured on a kernel gradient, new user 34 F12: images f32[16,32,32,3] batch over ``data``, output gradient
     f32[16,32,32,64] batch over all 8 devices, result replicated -- XLA all-gathers both, 3,768,320 B, where
     slicing the images further and all-reducing 6.9 KB was priced: tests/test_handlers_convolution.py
-    ``wg_mismatched``), else a shared contracting split is kept (:func:`hloshard.strategy.dot.keeps_contracting`)."""
+    ``wg_mismatched``), else a shared contracting split is kept (:func:`hloshard.strategy.dot.keeps_contracting`),
+    else, with one operand alone splitting its input features, the dot handler's all-reduce-or-gather rule
+    (:func:`hloshard.strategy.dot.one_sided_contracting`; measured, ``fwd_one_sided``: new user 34's Megatron
+    U-Net ``conv_general_dilated.40``, input features over ``model`` in the activations and output features over
+    ``model`` in the kernel: XLA all-gathers the activations, 4.7 MB, where resharding the kernel and all-reducing
+    2 MiB was priced)."""
     r = conv_roles(instr)
     if r is None:
         return []
     # a spatial split both operands share (role "w") is kept as a contracting one: the handler's halo
     # exchange on the lhs (case 2 of PartitionConvolutionBaseCase) comes before resharding to the output
     roles = [("c",) + tuple(x[1:]) if x[0] == "w" else x for x in r[0]]
+    plain = [x for x in r[0] if x[0] != "w"]
     return (gathers_mismatched_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else []) \
-        or keeps_contracting(instr, actual, strategies, roles=roles)
+        or keeps_contracting(instr, actual, strategies, roles=roles) \
+        or (one_sided_contracting(instr, actual, strategies, ctx.mesh, plain) if ctx is not None else [])
 
 
 conv_keeps_contracting.takes_ctx = True
