@@ -1472,7 +1472,10 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit, pai
                                                   keep_ids={id(i) for i in result.graph.ctx.fixed},
                                                   pair_limit=pair_limit, stats=stats)
     if result.local_moves:
-        result.operand_pins += pin_resharded_convolution_operands(written)   # moves write no pins (new user 34 F12)
+        pinned = pin_resharded_convolution_operands(written)   # moves write no pins (new user 34 F12)
+        if pinned:   # the module now reads them: its price is that of the pinned module
+            result.operand_pins += pinned
+            written = evaluate_module(module, mesh)
         result.graph.warnings.append(
             f"local moves changed {len(result.local_moves)} annotations of the written module (outside the "
             f"solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")
