@@ -57,6 +57,9 @@ CASES = [
      "f32[16,32,32,64]"),
     ("fwd_one_sided_rep", [("f32[16,32,32,192]", BATCH_OUT), ("f32[3,3,192,64]", R)], CONV, BATCH,
      "f32[16,32,32,64]"),
+    # activations split on their rows, the kernel on its input features: the kernel gathered, the rows' halos
+    ("fwd_rows_kernel_in", [("f32[16,32,32,64]", H8), ("f32[3,3,64,64]", "{devices=[1,1,8,1]<=[8]}")], CONV, H8,
+     "f32[16,32,32,64]"),
 ]
 
 
