@@ -26,6 +26,8 @@ WG = "convolution({0}, {1}), window={{size=32x32 pad=1_1x1_1}}, dim_labels=f01b_
 XG, DY, KG = "f32[16,32,32,192]", "f32[16,32,32,64]", "f32[3,3,192,64]"
 H8 = "{devices=[1,8,1,1]<=[8]}"                                     # rows over every device
 HW = "{devices=[1,2,4,1]<=[8]}"                                     # rows over data, columns over model
+BD = "convolution({{0}}, {{1}}), window={{{{size={} lhs_dilate=2x2}}}}, dim_labels=b01f_01oi->b01f"
+GY, GX = "f32[8,16,16,48]", "f32[8,32,32,24]"
 
 CASES = [
     ("conv_batch_out", [(X, BATCH), (W, W_OUT)], CONV, BATCH_OUT, Y),
@@ -60,6 +62,14 @@ CASES = [
     # activations split on their rows, the kernel on its input features: the kernel gathered, the rows' halos
     ("fwd_rows_kernel_in", [("f32[16,32,32,64]", H8), ("f32[3,3,64,64]", "{devices=[1,1,8,1]<=[8]}")], CONV, H8,
      "f32[16,32,32,64]"),
+    # backward-data convolutions of stride-2 convolutions (input dilation 2) with the rows split: the base-dilated
+    # windowed-input halo -- none for a 1x1, one row of f32[8,1,16,48] (24,576 B) for a 3x3 padded 2_1, one row each
+    # way for a 4x4 padded 2_2
+    ("bd1x1", [(GY, H8), ("f32[1,1,24,48]", R)], BD.format("1x1 pad=0_1x0_1"), H8, GX),
+    ("bd3x3", [(GY, H8), ("f32[3,3,24,48]", R)], BD.format("3x3 pad=2_1x2_1"), H8, GX),
+    ("bd3x3_2x4", [(GY, "{devices=[2,4,1,1]<=[8]}"), ("f32[3,3,24,48]", R)], BD.format("3x3 pad=2_1x2_1"),
+     "{devices=[2,4,1,1]<=[8]}", GX),
+    ("bd4x4", [(GY, H8), ("f32[4,4,24,48]", R)], BD.format("4x4 pad=2_2x2_2"), H8, GX),
 ]
 
 
@@ -90,3 +100,5 @@ def test_kernel_gradient_expected_figures():
     assert sum(b for _, _, b in res["wg_mismatched"][0]) == 3768320
     assert res["fwd_one_sided"][0] == [("all-gather", 4, 4718592)]
     assert res["fwd_one_sided_rep"][0] == [("all-reduce", 4, 3145728)]
+    assert res["bd1x1"][0] == []
+    assert res["bd3x3"][0] == [("collective-permute", 1, 24576)]

@@ -52,13 +52,15 @@ def conv_roles(instr):
 
 def _spatial_halo(instr, labels, ctx):
     """``halo(out_spec, lhs_spec) -> (comm, collectives)`` for a convolution with spatial dims split, or
-    None when the window has input dilation or reversal (then spatial dims stay unsplit).
+    None when the window has reversal (then spatial dims stay unsplit).
 
     Two cases (XLA SPMD partitioner, convolution handler, ``PartitionConvolutionBaseCase``):
 
     - the input and the output split alike on a spatial dim (role ``"s"``, ``PartitionConvolutionTiledOutput``):
       the windowed-input halo exchange of the lhs (collective-permutes,
-      :func:`hloshard.strategy.slicing.window_halo`, measured in tests/test_handlers_convolution.py);
+      :func:`hloshard.strategy.slicing.window_halo`, measured in tests/test_handlers_convolution.py); with input
+      dilation (the backward-data convolution of a strided one) the lhs is read base-dilated, as a pad's interior
+      padding (``bd*`` cases: a 1x1 moves nothing, a 3x3 one row);
     - the lhs and the rhs split alike on a spatial dim, the output whole (role ``"w"``: the spatial dim is
       contracted through the window, as in the kernel gradient ``f01b_i01o->01bf`` whose window is the
       activation's size; ``PartitionConvolutionWithSpatialDimensionHaloExchangeOnLHS``, the handler's
@@ -68,19 +70,23 @@ def _spatial_halo(instr, labels, ctx):
       earlier dims (:func:`hloshard.strategy.window._grown_halos`), and the partial sums are all-reduced
       (priced by the caller as a contracting split).  Measured, tests/test_handlers_convolution.py
       ``wg_*``: a 3x3 kernel gradient over 32x32 activations split 8 ways on H moves one lhs row each way;
-      split 2x4 on H and W, rows of the lhs tile then columns of the tile widened by the two rows."""
+      split 2x4 on H and W, rows of the lhs tile then columns of the tile widened by the two rows.  Not with input
+      dilation (XLA's handler returns no partitioning there): such windows get no "w" role."""
 
     win = getattr(instr.attrs.get("window"), "dims", None)
     lhs_l, _, out_l = labels
     spatial = sorted(ch for ch in out_l if ch.isdigit())
-    if not win or len(win) != len(spatial) or any(w.lhs_dilation != 1 or w.reversal for w in win):
+    if not win or len(win) != len(spatial) or any(w.reversal for w in win):
         return None
     lhs = instr.operands[0]
     rhs = instr.operands[1]
     rhs_l = labels[1]
     out_dims = [out_l.index(c) for c in spatial]
+    # an input-dilated window (the backward-data convolution of a strided one) reads a base-dilated lhs: the
+    # windowed-input halo of the dilated positions (a 6th field, as for a pad's interior padding)
     dims = [(lhs_l.index(c), instr.shape.dims[out_l.index(c)], -w.padding_low, w.stride,
-             (w.size - 1) * w.rhs_dilation + 1) for c, w in zip(spatial, win)]
+             (w.size - 1) * w.rhs_dilation + 1) + ((w.lhs_dilation,) if w.lhs_dilation != 1 else ())
+            for c, w in zip(spatial, win)]
     wdims = [(lhs_l.index(c), rhs.shape.dims[rhs_l.index(c)], -w.padding_low, w.rhs_dilation,
               w.stride * (instr.shape.dims[out_l.index(c)] - 1) + 1) for c, w in zip(spatial, win)]
 
@@ -105,6 +111,8 @@ def handle_convolution(instr, ctx):
     halo = _spatial_halo(instr, (lhs_l, rhs_l, out_l), ctx)
     if halo is None:
         roles = [r for r in roles if r[0] not in ("s", "w")]
+    elif any(w.lhs_dilation != 1 for w in instr.attrs.get("window").dims):
+        roles = [r for r in roles if r[0] != "w"]   # XLA's halo exchange on the lhs takes no input dilation
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive,
                                 halo=halo, halo_key=str(instr.attrs.get("window")))
