@@ -108,6 +108,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
     lhs, rhs = instr.operands[0], instr.operands[1]
     strategies = []
     seen = set()
+    wkey = next((i for i, r in enumerate(roles) if r[0] == "w"), None)   # the "w" roles' one all-reduce
     for assign in itertools.product([None] + list(range(len(roles))), repeat=len(minfo.axes)):
         out = [[] for _ in range(out_rank)]
         ls = [[] for _ in range(lhs_rank)]
@@ -132,8 +133,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
                 caxes.append(ax)
                 # the window-contracted spatial dims share one all-reduce (the convolution handler's one
                 # cross-partition all-reduce of the partial sums; measured, tests/test_handlers_convolution.py)
-                wkey = min(i for i, r in enumerate(roles) if r[0] == "w") if kind == "w" else ri
-                by_dim.setdefault(wkey, []).append(ax)
+                by_dim.setdefault(wkey if kind == "w" else ri, []).append(ax)
         if "w" in kinds and not kinds <= {"c", "w"}:
             # a spatial dim contracted through the window (lhs and rhs split alike) computes whole-output
             # partial sums: XLA's halo-exchange-on-LHS convolution handler splits no other dim with it
