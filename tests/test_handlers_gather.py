@@ -46,6 +46,10 @@ B_S = "{devices=[2,4,1]<=[8]}"                                     # batch over 
 S_M = "{devices=[1,4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"   # sequence over model
 B_U = "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}"           # [16,32,1] batch over data
 B_I = "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"         # [16,32,1,1] batch over data
+ROWS8 = "{devices=[1,8,1,1]<=[8]}"
+RESIZE = ("gather({0}, {1}), offset_dims={{0,2,3}}, collapsed_slice_dims={{1}}, start_index_map={{1}}, "
+          "index_vector_dim=1, slice_sizes={{16,1,16,128}}")
+
 CASES = [
     ("tscatter_b_v", [(LOGITS, B_V), (LABELS, B_I), (PICKED, B_U)], TSC, B_V, LOGITS),
     ("tscatter_b_s", [(LOGITS, B_S), (LABELS, "{devices=[2,4,1,1]<=[8]}"), (PICKED, "{devices=[2,4,1]<=[8]}")],
@@ -74,6 +78,13 @@ CASES = [
     # masked local gather, all-reduce of the f32[8,8,256] output tile over model (2*3/4*65536)
     ("embed_vocab", [("f32[1000,256]", VOCAB), ("s32[16,8]", D0)], GATHER,
      "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}", "f32[16,8,256]"),
+    # jax.image.resize's nearest gather along the rows (new user 34 F1's U-Net under an FSDP layout): table
+    # f32[16,16,16,128] split 8 ways on its indexed rows.  Indices split like the result's rows: XLA passes them
+    # through and all-gathers the table (7/8 x 2 MiB); indices replicated: the masked gathers are kept and the
+    # f32[16,32,16,128] result all-reduced (2*7/8 x 4 MiB)
+    ("resize_idx_split", [("f32[16,16,16,128]", ROWS8), ("s32[32,1]", "{devices=[8,1]<=[8]}")], RESIZE, ROWS8,
+     "f32[16,32,16,128]"),
+    ("resize_idx_rep", [("f32[16,16,16,128]", ROWS8), ("s32[32,1]", R)], RESIZE, ROWS8, "f32[16,32,16,128]"),
 ]
 
 
@@ -90,6 +101,8 @@ def test_gather_expected_figures():
     res = _results()
     assert res["embed_hidden"][0] == []
     assert res["embed_vocab"][0] == [("all-reduce", 4, 98304)]
+    assert res["resize_idx_split"][0] == [("all-gather", 8, 1835008)]
+    assert res["resize_idx_rep"][0] == [("all-reduce", 8, 7340032)]
     assert res["scatter_parallel"][0] == [("all-reduce", 8, 1792000)]
     # take_along_axis: batching dims split alike move nothing; to a replicated result an all-gather of
     # f32[16,32,1024] over data (1/2 x 2 MiB); vocabulary split: an all-reduce of the picked values

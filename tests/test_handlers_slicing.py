@@ -56,6 +56,13 @@ CASES = [
     # pad to twice the size: shards 0 and 1 take 64 columns from shards 1, 2, 3 (3 x 131072)
     ("pad_high", [("f32[8,128,256]", S), ("f32[]", "{replicated}")], "pad({0}, {1}), padding=0_0x0_0x0_256", S,
      "f32[8,128,512]"),
+    # interior padding (jax's average-pool gradient, new user 34 F1): 16 columns over 8 shards of 2, padded
+    # 1_1_1 to 33 (5 per shard): shard i holds dilated positions 5i-1 .. 5i+3, the right halos reach 3 columns
+    # (on shards 5, 6): 2 columns from the neighbour and 1 from the next (32 B a column); no low padding: local
+    ("pad_interior", [("f32[8,16]", "{devices=[1,8]<=[8]}"), ("f32[]", "{replicated}")],
+     "pad({0}, {1}), padding=0_0x1_1_1", "{devices=[1,8]<=[8]}", "f32[8,33]"),
+    ("pad_interior_local", [("f32[8,16]", "{devices=[1,8]<=[8]}"), ("f32[]", "{replicated}")],
+     "pad({0}, {1}), padding=0_0x0_1_1", "{devices=[1,8]<=[8]}", "f32[8,32]"),
     # concatenate along the split dim: each operand's split moves to another dim (all-to-all of its
     # f32[4,128,64] tile, ring 3/4*131072), the result's moves back (3/4*262144)
     ("concat_split", [("f32[8,128,256]", S), ("f32[8,128,256]", S)], "concatenate({0}, {1}), dimensions={{2}}", S,
@@ -87,6 +94,7 @@ def test_slice_collective_kinds_and_bytes_match_xla(name):
 
 
 @pytest.mark.parametrize("name", ["k", "v", "trim", "stride", "head", "unsplit", "pad_both", "pad_high",
+                                  "pad_interior", "pad_interior_local",
                                   "concat_split", "concat_uneven", "concat_unsplit", "reverse", "dynamic_slice",
                                   "dynamic_update_slice"])
 def test_slice_collectives_exact(name):
@@ -103,6 +111,8 @@ def test_qkv_figures():
     assert res["v"][0] == [("collective-permute", 1, 131072)] * 3
     assert res["stride"][0] == []
     assert res["concat_split"][0] == [("all-to-all", 4, 98304)] * 2 + [("all-to-all", 4, 196608)]
+    assert res["pad_interior"][0] == [("collective-permute", 1, 32), ("collective-permute", 1, 64)]
+    assert res["pad_interior_local"][0] == []
 
 
 def test_slice_halo_pure():

@@ -101,6 +101,11 @@ CASES = [
     # stride 1, size 3, no padding (source f32[64,254], tiles of 64 columns): shard i's windows start at
     # 64i - 2, so a source left halo of 2 columns and operand halos of 2 columns each way (256 B each)
     ("sas_overlap", [(A, T), ("f32[64,254]", T), ("f32[]", R)], _sas("size=1x3"), T, A),
+    # halos wider than a shard (the U-Net's average-pool gradient, new user 34 F1): 33 columns over 8 shards of
+    # 5, 32 outputs (4 per shard), a size-2 window: shard i reads [4i, 4i+5), left halos up to 7 columns (on the
+    # padded shards): XLA's ExchangeHalo takes 5 columns from the neighbour and 2 from the next one (64 B a column)
+    ("w_far", [("f32[16,33]", "{devices=[1,8]<=[8]}"), ("f32[]", R)], _rw("size=1x2"), "{devices=[1,8]<=[8]}",
+     "f32[16,32]"),
 ]
 
 _results, _groups, test_window_collectives_match_xla, test_window_device_pairs_and_groups_match_xla = oracle_cases(CASES, PRELUDE)
@@ -122,6 +127,7 @@ def test_window_expected_figures():
     assert res["w_tuple"][0] == [(cp, 1, 128)] * 4
     assert res["w_uneven"][0] == [(cp, 1, 128)] * 2
     assert res["w_to_rep"][0] == [("all-gather", 2, 32768), ("all-gather", 4, 24576)]
+    assert res["w_far"][0] == [(cp, 1, 128), (cp, 1, 320)]
     assert res["sas_halo"][0] == [(cp, 1, 128), (cp, 1, 128), (cp, 1, 256)]
     assert res["sas_2d"][0] == [(cp, 1, 68), (cp, 1, 128), (cp, 1, 140), (cp, 1, 256), (cp, 1, 280), (cp, 1, 512)]
     assert res["sas_overlap"][0] == [(cp, 1, 256)] * 3

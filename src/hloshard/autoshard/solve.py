@@ -28,7 +28,8 @@ from ..cost.tpu_heap import written_memory_device
 from ..cost.tpu_layout import solver_limit as node_limit_for
 from ..solver.api import MIN_TIME_LIMIT, Solution, work_for_cpu
 from ..costgraph import evaluate, save_problem
-from ..strategy.realize import as_written, insert_loop_state_pins, insert_pins, insert_transpose_pins, operand_pins
+from ..strategy.realize import (as_written, insert_loop_state_pins, insert_pins, insert_transpose_pins, operand_pins,
+                                 pin_resharded_convolution_operands)
 from .local import improve_written
 from .trivial import trivial_plans
 
@@ -1471,6 +1472,10 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit, pai
                                                   keep_ids={id(i) for i in result.graph.ctx.fixed},
                                                   pair_limit=pair_limit, stats=stats)
     if result.local_moves:
+        pinned = pin_resharded_convolution_operands(written)   # moves write no pins (new user 34 F12)
+        if pinned:   # the module now reads them: its price is that of the pinned module
+            result.operand_pins += pinned
+            written = evaluate_module(module, mesh)
         result.graph.warnings.append(
             f"local moves changed {len(result.local_moves)} annotations of the written module (outside the "
             f"solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")

@@ -88,7 +88,9 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
     """Strategies of a dot-like op (dot, convolution) from its dimension ``roles``; ``full``: also the
     strategies leaving some mesh axis idle (used when the output sharding is fixed by the user, so that
     any layout the user wrote is matched by an exact strategy).  A role of kind ``"s"`` (a
-    convolution's spatial dim: output and lhs) may be split when ``halo(out_spec, lhs_spec) -> (comm,
+    convolution's spatial dim: output and lhs) or ``"w"`` (a convolution's spatial dim contracted through
+    the window: lhs and rhs split alike, the output whole, its partial sums all-reduced as for ``"c"``;
+    combined only with ``"c"`` / ``"w"`` roles) may be split when ``halo(out_spec, lhs_spec) -> (comm,
     collectives)`` prices the halo exchange it needs (``halo_key``: its cache key)."""
     lhs, rhs = instr.operands[0], instr.operands[1]
     memo = ctx.minfo.memo.setdefault("dot", {})
@@ -106,6 +108,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
     lhs, rhs = instr.operands[0], instr.operands[1]
     strategies = []
     seen = set()
+    wkey = next((i for i, r in enumerate(roles) if r[0] == "w"), None)   # the "w" roles' one all-reduce
     for assign in itertools.product([None] + list(range(len(roles))), repeat=len(minfo.axes)):
         out = [[] for _ in range(out_rank)]
         ls = [[] for _ in range(lhs_rank)]
@@ -113,20 +116,28 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         caxes = []
         by_dim: dict = {}   # contracting role -> its mesh axes (one all-reduce each: see _contracting_reduces)
         spatial = False
+        kinds = set()
         for ax, ri in zip(minfo.axes, assign):
             if ri is None:
                 continue
             kind, od, ld, rd = roles[ri]
-            spatial |= kind == "s"
+            kinds.add(kind)
+            spatial |= kind in ("s", "w")
             if od is not None:
                 out[od].append(ax)
             if ld is not None:
                 ls[ld].append(ax)
             if rd is not None:
                 rs[rd].append(ax)
-            if kind == "c":
+            if kind in ("c", "w"):
                 caxes.append(ax)
-                by_dim.setdefault(ri, []).append(ax)
+                # the window-contracted spatial dims share one all-reduce (the convolution handler's one
+                # cross-partition all-reduce of the partial sums; measured, tests/test_handlers_convolution.py)
+                by_dim.setdefault(wkey if kind == "w" else ri, []).append(ax)
+        if "w" in kinds and not kinds <= {"c", "w"}:
+            # a spatial dim contracted through the window (lhs and rhs split alike) computes whole-output
+            # partial sums: XLA's halo-exchange-on-LHS convolution handler splits no other dim with it
+            continue
         out_s = tuple(map(tuple, out))
         l_s = tuple(map(tuple, ls))
         r_s = tuple(map(tuple, rs))
@@ -140,8 +151,11 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
         # issue 14: uneven splits are priced on the padded tile (= flops_total / split(used) when even)
+        # one term per operand dim (a convolution's spatial dim has an "s" and a "w" role on the same lhs dim)
         flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
-                                                (rhs.shape.dims[rd], r_s[rd]) for _, _, ld, rd in roles))
+                                                (rhs.shape.dims[rd], r_s[rd]) for ld, rd in
+                                                dict.fromkeys((ld, None if ld is not None else rd)
+                                                              for _, _, ld, rd in roles)))
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         if spatial and halo is None:
@@ -163,6 +177,14 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         if caxes and not spatial:
             strategies.extend(_sliced_variants(ctx, instr, out_s, l_s, r_s, extra, caxes, comm, cols, mem, flops,
                                                name_prefix, seen))
+        elif caxes and "w" in kinds:
+            # the all-reduced whole output sliced to a split result (XLA: ``Reshard(output_sharding)`` of the
+            # all-reduce, a local dynamic-slice); the halo exchange is paid as in the unsliced strategy
+            for st in _sliced_variants(ctx, instr, out_s, l_s, r_s, extra, caxes, comm, cols, mem, flops,
+                                       name_prefix, seen):
+                st.comm += hc
+                st.collectives = tuple(hcols) + tuple(st.collectives)
+                strategies.append(st)
     return strategies
 
 

@@ -197,7 +197,7 @@ def gather_preference(instr, actual, keep, ctx):
             return []   # a split the table cannot keep through the gather: not this rule
         pinned[offset_dims[window.index(d)]] = tuple(table[d])
     on_table = tuple(ax for d in indexed for ax in table[d])
-    if not on_table:
+    if not on_table or set(on_table) & set(spec_axes(idx)):   # indices split like the table: XLA passes them through
         return []
     minfo = ctx.minfo
     rank = len(want)

@@ -431,3 +431,50 @@ def insert_transpose_pins(instructions, device: str | None = None) -> int:
         _pin_between(comp, d, users, ".tpin", names[id(comp)][1])
         count += 1
     return count
+
+
+def pin_resharded_convolution_operands(written) -> list:
+    """Pin the convolution operands a written module's own evaluation reshards but no pin carries, and return
+    ``[(Pin, operand before the pin), ...]`` (the form of ``SolveResult.operand_pins``) for those inserted.
+
+    ``written``: a :class:`hloshard.autoshard.evaluate.CostResult` of the module as written (its ``graph`` built
+    on the module's own instructions, ``choice`` its completion).  Why: ``solve``'s post-solve local moves
+    (:func:`hloshard.autoshard.local.improve_written`) re-annotate intermediates and re-solve ``solve``'s own pins,
+    but write no new pin; when a move makes a convolution's chosen strategy read an operand that was not pinned
+    in another layout, the written module's price assumes a resharding XLA's convolution handler does not do.
+    New user 34 F12: the U-Net's first kernel gradient ``conv_general_dilated.63 = f32[3,3,3,64]
+    convolution(args_67_ (batch over data), add_any.23.pin (batch over all 8 devices))``, result replicated: the
+    price slices the images further (0 B, then an all-reduce of 6.9 KB: 11.8 KiB); XLA's handler, given the
+    mismatched contracting splits, all-gathers the 4 MB gradient instead (3.6 MiB).  A ``Sharding`` custom-call
+    of the images in the planned layout made XLA match the prediction (12.3 MiB = 12.3 MiB, every kind agreeing).
+    The pins are :func:`operand_pins` of the written module's choice, convolutions only, operands that are not
+    already ``Sharding`` custom-calls, and only where the planned resharding is a local slice (the planned layout
+    only adds splits to the operand's: :func:`_refines`), the one resharding XLA's handler never picks for itself
+    (a resharding it does anyway needs no pin); inserted by :func:`insert_pins`.  Returns [] when there are none."""
+
+    graph, choice = written.graph, written.choice
+    minfo = graph.ctx.minfo
+    pins = []
+    for p in operand_pins(graph.nodes, choice, graph.ctx):
+        op = p.user.operands[p.index]
+        if p.user.opcode != "convolution" or op.is_sharding_constraint:
+            continue
+        src = op.sharding if op.sharding is not None else None
+        if src is not None and _refines(src, p.sharding, len(op.shape.dims), minfo):
+            pins.append(p)
+    out = [(p, p.user.operands[p.index]) for p in pins]
+    insert_pins(pins)
+    return out
+
+
+def _refines(src, dst, rank: int, minfo) -> bool:
+    """Does HloSharding ``dst`` only add splits to ``src`` (every dim's mesh axes in ``src`` a prefix of its axes in
+    ``dst``, as mesh specs of ``minfo``): the resharding ``src -> dst`` is then a local slice, no bytes moved.
+    False when either is not expressible as a mesh spec, or they are equal."""
+    try:
+        a, b = minfo.from_sharding(src, rank), minfo.from_sharding(dst, rank)
+    except Exception:   # noqa: BLE001 - a layout the mesh does not express: not a local slice here
+        return False
+    if not (is_mesh_spec(a) and is_mesh_spec(b)) or a == b:
+        return False
+    return all(tuple(y[:len(x)]) == tuple(x) for x, y in zip(a, b))

@@ -1,10 +1,11 @@
 """slice, dynamic-slice, dynamic-update-slice, pad, concatenate, reverse: follow operand 0.
 
 As XLA's SPMD partitioner does (measured, tests/test_handlers_slicing.py): a slice or a pad keeps its
-operand's layout on every dim, the sliced or padded one included, and pays the halo exchange
+operand's layout on every dim, the sliced or padded one included (interior padding too: the operand
+is then read base-dilated, :func:`pad_dilations`), and pays the halo exchange
 (collective-permutes, :func:`window_halo`); a concatenate along a split dim moves the split to another
 dim and back (all-to-alls, :func:`concat_comm`).  For the other ops (dynamic-slice,
-dynamic-update-slice, pads with interior padding) a dim whose extent changes cannot stay split: the
+dynamic-update-slice, pads with negative padding beside interior padding) a dim whose extent changes cannot stay split: the
 follower keeps the operand's layout on every other dim and requires that dim *replicated* of the
 operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Index operands and
 padding values are scalars required replicated.  reverse keeps the layout; reversing a split dim
@@ -69,33 +70,59 @@ def slice_halo(n_in: int, start: int, limit: int, stride: int, k: int) -> list:
     return window_halo(n_in, n_out, start, stride, k)
 
 
-def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int, size: int = 1) -> list:
+def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int, size: int = 1, dilation: int = 1,
+                far: str = "compact") -> list:
     """The collective-permutes XLA's SPMD partitioner (windowed-input halo exchange of the slice and pad
     handlers) inserts along one dim split ``k`` ways in both the operand (size ``n_in``) and the result
     (size ``n_out``), where result element ``o`` reads operand elements ``offset + stride * o`` to
     ``offset + stride * o + size - 1`` (a slice: offset = start, size 1; a pad: offset = -low, elements
     outside the operand are padding; a convolution's spatial dim: offset = -padding_low, size = the
-    dilated window).  Returns a list of
-    ``(elements along the dim, [(source shard, target shard), ...])``.
+    dilated window).  ``dilation`` > 1: the operand is base-dilated (element e sits at position
+    ``e * dilation``, as a pad's interior padding places it), and ``offset`` / ``stride`` / ``size`` count
+    dilated positions; a result element then reads the operand elements at the positions its window
+    covers.  Returns a list of ``(elements along the dim, [(source shard, target shard), ...])``.
 
     Result shard i needs the operand range its elements read (clipped to the operand); its left halo is
     what it needs before its own shard, its right halo what it needs after.  When both halos fit in one
     neighbouring shard, XLA exchanges one left and one right halo with the neighbours (sizes: the
-    largest halo); otherwise it sends every piece a target needs from each other shard ("compact"
-    exchange; here one permute per (source, target) piece: the bytes XLA moves in every measured case,
-    though XLA sometimes packs two pieces into one wider permute).  Measured with jaxlib 0.10.2, tests/test_handlers_slicing.py.
+    largest halo); otherwise, with ``far="compact"`` (the slice and pad handlers), it sends every piece a
+    target needs from each other shard ("compact" exchange; here one permute per (source, target) piece:
+    the bytes XLA moves in every measured case, though XLA sometimes packs two pieces into one wider
+    permute), and with ``far="neighbours"`` (``ExchangeHalo`` of the windowed-input resharding: reduce-window,
+    convolution, a pad with interior padding) the largest left (right) halo comes in pieces of at most a
+    shard from the neighbours at distance 1, 2, ... (measured: tests/test_handlers_window.py ``w_far``, a
+    2x2 window over 33 rows split 8 ways, left halos up to 7 rows over 5-row shards: 5 rows from the
+    neighbour, 2 from the next one).  Measured with jaxlib 0.10.2, tests/test_handlers_slicing.py.
     """
     own = _ranges(n_in, k)
     out = _ranges(n_out, k)
     need = []
     for lo, hi in out:
-        a = max(offset + stride * lo, 0)
-        b = min(offset + stride * (hi - 1) + size, n_in)
+        p, q = offset + stride * lo, offset + stride * (hi - 1) + size   # dilated positions [p, q)
+        a = max(-(-p // dilation), 0)
+        b = min((q - 1) // dilation + 1, n_in)
         need.append((a, b) if hi > lo and b > a else None)
     s = -(-n_in // k)
     left = [own[i][0] - nd[0] for i, nd in enumerate(need) if nd is not None]
     right = [nd[1] - own[i][1] for i, nd in enumerate(need) if nd is not None and own[i][1] > own[i][0]]
     max_l, max_r = max(left, default=0), max(right, default=0)
+    if far == "neighbours":
+        # ExchangeHalo's halo sizes: on the unclipped (padded) shard ranges, left over shards 1..k-1, right over
+        # 0..k-2 (XLA SPMD partitioner, windowed-input resharding)
+        so = -(-n_out // k)
+        lo_need = [-(-(offset + stride * so * i) // dilation) for i in range(k)]
+        hi_need = [(offset + stride * (so * (i + 1) - 1) + size - 1) // dilation + 1 for i in range(k)]
+        far_l = max((s * i - lo_need[i] for i in range(1, k)), default=0)
+        far_r = max((hi_need[i] - s * (i + 1) for i in range(k - 1)), default=0)
+    if far == "neighbours" and (far_l > s or far_r > s):
+        steps = []
+        for amount, step in ((far_l, -1), (far_r, 1)):
+            j = 1
+            while amount > 0:
+                steps.append((min(amount, s), [(i + step * j, i) for i in range(k) if 0 <= i + step * j < k]))
+                amount -= s
+                j += 1
+        return steps
     if max_l <= s and max_r <= s:
         steps = []
         if max_l > 0:
@@ -127,6 +154,19 @@ def _dim_pairs(minfo, spec, rank: int, dim: int, shard_pairs) -> list:
     return pairs
 
 
+def pad_dilations(instr) -> list | None:
+    """Per dim ``(offset, dilation)`` of a pad with interior padding (result element o is operand element
+    ``(o + offset) / dilation`` when that divides, padding otherwise: offset = -low, dilation = interior + 1),
+    or None for any other op, a pad without interior padding, or negative (cropping) padding."""
+    if instr.opcode != "pad":
+        return None
+    cfg = getattr(instr.attrs.get("padding"), "dims", None)
+    if not cfg or len(cfg) != len(instr.shape.dims) or not any(interior for _, _, interior in cfg) or \
+            any(low < 0 or high < 0 or interior < 0 for low, high, interior in cfg):
+        return None
+    return [(-low, interior + 1) for low, _, interior in cfg]
+
+
 def windows(instr):
     """Per dim ``(offset, stride)`` of a slice or a pad without interior padding (result element o reads
     operand element offset + stride*o), or None when the op is not such a window."""
@@ -156,11 +196,14 @@ def halo_exchange(ctx, shape, spec, dim_windows):
     tile = minfo.tile_dims(shape.dims, spec)
     tile_bytes = minfo.bytes_per_device(shape, spec)
     comm, cols = 0.0, []
-    for d, n_out, offset, stride, size in dim_windows:
+    for d, n_out, offset, stride, size, *dil in dim_windows:
         k = minfo.split(spec[d])
         if k <= 1:
             continue
-        for elems, shard_pairs in window_halo(shape.dims[d], n_out, offset, stride, k, size):
+        # a 6th field: the operand's base dilation (a pad's interior padding): ExchangeHalo's neighbour pieces
+        far = "neighbours" if dil else "compact"
+        for elems, shard_pairs in window_halo(shape.dims[d], n_out, offset, stride, k, size,
+                                              dil[0] if dil else 1, far):
             c, col = collectives.priced("collective-permute", ctx.mesh, tile_bytes * elems // max(tile[d], 1),
                                         pairs=_dim_pairs(minfo, spec, rank, d, shard_pairs))
             comm += c
@@ -172,6 +215,13 @@ def slice_comm(instr, spec, ctx):
     """``(comm, collectives)`` of a slice or pad partitioned in ``spec`` (operand and result alike): the
     halo collective-permutes of :func:`window_halo` on every split dim the op changes."""
     op = instr.operands[0]
+    dil = pad_dilations(instr)
+    if dil:
+        # a pad with interior padding (XLA: ReshardDataForPad, the windowed-input resharding of a base-dilated
+        # window): result element o reads the operand element at dilated position o - low
+        dims = [(d, instr.shape.dims[d], offset, 1, 1, dilation) for d, (offset, dilation) in enumerate(dil)
+                if not (offset == 0 and dilation == 1 and op.shape.dims[d] == instr.shape.dims[d])]
+        return halo_exchange(ctx, op.shape, spec, dims)
     wins = windows(instr)
     if not wins:
         return 0.0, ()
@@ -293,7 +343,7 @@ def handle_slicing(instr, ctx):
     if not is_array(instr.shape) or not instr.operands:
         return None
     if (instr.opcode == "slice" and len(instr.operands) == 1 or instr.opcode == "pad" and len(instr.operands) == 2) \
-            and windows(instr) is not None:
+            and (windows(instr) is not None or pad_dilations(instr) is not None):
         return handle_slice(instr, ctx)
     if instr.opcode == "concatenate":
         return handle_concatenate(instr, ctx)

@@ -89,7 +89,8 @@ def _grown_halos(ctx, shape, spec, dims):
     f32[1,64] first, then columns of f32[34,1]; without padding, f32[33,1]: measured,
     tests/test_handlers_window.py "w_both", "w_2d_valid").  Per dim the permutes of
     :func:`hloshard.strategy.slicing.window_halo` (as :func:`~hloshard.strategy.slicing.halo_exchange`
-    prices them) on the widened tile."""
+    prices them) on the widened tile; a halo wider than a shard comes from the further neighbours in
+    pieces of at most a shard (``far="neighbours"``: XLA's ``ExchangeHalo``, measured ``w_far``)."""
 
     minfo = ctx.minfo
     rank = len(shape.dims)
@@ -101,7 +102,7 @@ def _grown_halos(ctx, shape, spec, dims):
         k = splits[d]
         if k <= 1:
             continue
-        pieces = window_halo(shape.dims[d], n_out, offset, stride, k, size)
+        pieces = window_halo(shape.dims[d], n_out, offset, stride, k, size, far="neighbours")
         row = math.prod(t for e, t in enumerate(tile) if e != d) * esize   # bytes per element along d
         for elems, shard_pairs in pieces:
             c, col = collectives.priced("collective-permute", ctx.mesh, int(round(elems * row)),

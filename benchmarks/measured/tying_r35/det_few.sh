@@ -1,0 +1,8 @@
+#!/bin/bash
+# det_few.sh TREE OUT: solve --deterministic --time-limit 10 on 4 samples x (2x4, 2x2x2) (a subset of /tmp/lead30/det.sh)
+TREE=$1; OUT=$2; mkdir -p $OUT
+for b in transformer_train_step fused_qkv_train_step moe_layer scan_mlp_train_step; do
+  for m in 2x4 2x2x2; do
+    PYTHONPATH=$TREE/src:$TREE /work/main/.venv/bin/python -m hloshard solve $TREE/samples/$b.pre.hlo --mesh $m --deterministic --time-limit 10 -o $OUT/$b.$m.hlo > $OUT/$b.$m.out 2>&1
+  done
+done
