@@ -4,7 +4,9 @@
 XLA's scatter handler partitions in the layout the destination *has* and reshards the result afterwards
 (``gather_scatter._kept_destination``): with the destination replicated or split on its indexed rows only, and
 the updates split along their scatter dims over other axes, every device adds into its own destination tile and
-an all-reduce of that tile over the updates' axes sums them.  The ``falcon`` case is new user 34's F12 (the tied
+an all-reduce of that tile over the updates' axes sums them; a destination split on its columns (a passthrough
+dim) over another axis too (the updates sliced locally).  Where the updates' axes meet the destination's XLA
+regroups the devices (not modelled; /work/notes/pins35 has the measured misses).  The ``falcon`` case is new user 34's F12 (the tied
 embedding's gradient of keras-hub Falcon, ``scatter-add.11`` of ``keep_180.solved.hlo``: zeros pinned
 ``{replicated}``, tokens over ``data``, result rows over ``model`` and columns over ``data``): hloshard predicted
 258 KiB (the updates resharded to the result's layout), XLA all-reduces the 4 MiB table.  The other cases (other
@@ -61,6 +63,8 @@ CASES = [
     _param("rep_seq_model", (O, I, U), R, I1M, DM),
     _param("rows_model_batch_data", (O, I, U), RM, ID, DM),
     _param("rows_data_seq_model", (O, I, U), RD, I1M, CM),
+    _param("cols_data_batch_model", (O, I, U), "{devices=[1,2,4]<=[8] last_tile_dim_replicate}", IM, RM),
+    _param("cols_model_batch_data", (O, I, U), CM, ID, DM),
     _param("two_indexed_rep_all", (O2, I2, U2), R, "{devices=[8,1]<=[8]}", R, SC2),
     _param("two_indexed_rows_model", (O2, I2, U2), "{devices=[4,1,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}",
            "{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "{devices=[1,1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}",

@@ -567,13 +567,16 @@ def _regrouped_updates(instr, actual, keep, ctx) -> list:
 def _kept_destination(instr, actual, want, ctx) -> list:
     """A fixed scatter-add whose destination comes in a known layout ``D`` (``actual[0]``: a pin, a parameter, a
     computed table; not a bare scalar broadcast, which XLA rebuilds in the result's layout) that splits only its
-    indexed dims (slice size 1: the rows of an embedding table) over mesh axes T, with the updates split only
-    along their scatter dims over axes A disjoint from T and the indices split as the updates on the dims that
-    walk them: XLA's scatter handler works in the destination's layout, not the result's (openxla
+    indexed dims (slice size 1: the rows of an embedding table) and its passthrough dims (window dims the updates
+    span whole: the columns) over mesh axes T, with the updates split only along their scatter dims over axes A
+    disjoint from T (their window dims unsplit) and the indices split as the updates on the dims that walk
+    them: XLA's scatter handler works in the destination's layout, not the result's (openxla
     spmd/gather_scatter_handler.cc, read: each method partitions the operand as it comes and reshards the result
-    afterwards; here the index-passthrough method): every device adds its updates into its own ``D`` tile (the
-    rows outside it masked) and an all-reduce of that tile over A sums them; the result is then resharded from
-    ``D`` to the written layout ``want`` (``registry._resharded_outputs``: the output plan's collectives).
+    afterwards; here the operand-passthrough / trivially-sliced methods, then the index-passthrough one): every
+    device adds its updates (sliced locally to its columns) into its own ``D`` tile (the rows outside it masked)
+    and an all-reduce of that tile over A sums them; the result is then resharded from ``D`` to the written
+    layout ``want`` (``registry._resharded_outputs``: the output plan's collectives).  Where A shares an axis
+    with ``D``, XLA regroups the devices first (measured, not modelled: [] here).
     Measured (tests/test_scatter_kept_destination.py, jaxlib 0.10.2, 2x4): Falcon's tied-embedding gradient
     (new user 34 F12, ``f32[4096,256]`` zeros pinned ``{replicated}``, tokens over ``data``, result rows over
     ``model`` and columns over ``data``): XLA all-reduces the 4 MiB table over ``data`` where resharding the
@@ -585,11 +588,18 @@ def _kept_destination(instr, actual, want, ctx) -> list:
             not is_mesh_spec(want) or attr_ints(instr, "input_batching_dims"):
         return []
     op, idx, upd = instr.operands
-    indexed = set(attr_ints(instr, "inserted_window_dims")) & set(attr_ints(instr, "scatter_dims_to_operand_dims"))
-    if any(op_s[d] for d in range(len(op_s)) if d not in indexed):
-        return []   # a passthrough dim split: XLA moves the updates to it first (not this method)
+    inserted = attr_ints(instr, "inserted_window_dims")
+    indexed = set(inserted) & set(attr_ints(instr, "scatter_dims_to_operand_dims"))
+    window = attr_ints(instr, "update_window_dims")
+    # passthrough dims: operand window dims the updates span whole (their split is a local slice of unsplit
+    # updates); a split of any other dim is not of this form
+    op_window = [d for d in range(len(op_s)) if d not in inserted]
+    passthrough = {d for k, d in enumerate(op_window)
+                   if k < len(window) and upd.shape.dims[window[k]] == op.shape.dims[d]}
+    if any(op_s[d] for d in range(len(op_s)) if d not in indexed and d not in passthrough):
+        return []
     t_axes = spec_axes(op_s)
-    window = set(attr_ints(instr, "update_window_dims"))
+    window = set(window)
     if any(upd_s[d] for d in window):
         return []
     ivd = instr.attrs.get("index_vector_dim")
