@@ -6,7 +6,7 @@ XLA's scatter handler partitions in the layout the destination *has* and reshard
 the updates split along their scatter dims over other axes, every device adds into its own destination tile and
 an all-reduce of that tile over the updates' axes sums them; a destination split on its columns (a passthrough
 dim) over another axis too (the updates sliced locally).  Where the updates' axes meet the destination's XLA
-regroups the devices (not modelled; /work/notes/pins35 has the measured misses).  The ``falcon`` case is new user 34's F12 (the tied
+regroups the devices (not modelled; BENCHMARKS.md, "Scatter-add into a kept destination", lists the misses).  The ``falcon`` case is new user 34's F12 (the tied
 embedding's gradient of keras-hub Falcon, ``scatter-add.11`` of ``keep_180.solved.hlo``: zeros pinned
 ``{replicated}``, tokens over ``data``, result rows over ``model`` and columns over ``data``): hloshard predicted
 258 KiB (the updates resharded to the result's layout), XLA all-reduces the 4 MiB table.  The other cases (other
