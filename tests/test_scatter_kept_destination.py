@@ -98,3 +98,36 @@ def test_falcon_embedding_gradient_is_the_table_all_reduce():
     # the destination pinned in the result's layout (realize's pin) keeps the updates' resharding only
     xla_p, pred_p, _ = _results()["pinned_as_result"]
     assert pred_p == xla_p and _total(xla_p) == 264192
+
+
+def test_local_moves_pin_the_destination_where_xla_scatters_as_priced():
+    """With the scatter priced as XLA runs it, ``solve``'s local moves (``autoshard.local.improve_written``) move a
+    ``{replicated}`` pin of the zeros (new user 34's Falcon plan, ``keep_180``: the moves had put it there when both
+    pins priced the same) to a layout that drops the 4 MiB all-reduce, and XLA then moves what is predicted."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.autoshard import evaluate_module
+    from hloshard.autoshard.local import improve_written
+    from hloshard.hlo import print_module
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests.handler_harness import by_op, predicted_collectives, summary, xla_collectives
+
+    mesh = DeviceMesh.parse("2x4", alpha="0,0", beta="1,1")
+    steps = [("zeros", FO, "broadcast($0), dimensions={}", R),
+             ("zeros.pin", FO, 'custom-call(zeros), custom_call_target="Sharding"', R),
+             ("grad", FO, SC1.format("zeros.pin", "$1", "$2"), MD)]
+    module = parse_module(chain_module([("grad", [("f32[]", R), (FI, ID), (FU, ID)], steps)], PRELUDE))
+    before = evaluate_module(module, mesh)
+    assert before.total_cost >= 4194304   # the replicated pin: XLA's all-reduce of the whole table, priced
+    improve_written(module, mesh, before)
+    assert evaluate_module(module, mesh).total_cost < 4194304 // 8
+    pin = next(i for i in module.entry.instructions if i.name == "zeros.pin")
+    assert not pin.sharding.is_replicated
+    text = print_module(module)
+    xla = by_op(xla_collectives(partition_only(text)))
+    pred = predicted_collectives(parse_module(text), mesh)
+    got = sorted(r for k in ("zeros", "zeros.pin", "grad") for r in summary(xla.get(k, [])))
+    want = sorted(r for k in ("zeros", "zeros.pin", "grad") for r in summary(pred.get(k, [])))
+    assert got == want and _total(got) < 4194304 // 8
