@@ -895,10 +895,12 @@ def test_a_failed_own_baseline_leaves_the_early_ones(monkeypatch):
     assert "timed out" in info["plan_note"]
 
 
-def test_the_guard_off_returns_the_lowest_peak_plan_priced_and_says_so(monkeypatch):
-    """Round 28 (new user 27, finding 1): with no baseline priced (the time limit ended before any XLA run) the plan
-    returned is the lowest-peak plan the call priced -- a known plan below the plan found -- and ``guard["off"]``
-    is set (auto_shard warns); with none lower the plan found is returned, also flagged."""
+def test_the_guard_off_keeps_the_plan_found_unless_a_known_plan_dominates_it(monkeypatch):
+    """With no baseline priced (the time limit ended before any XLA run) ``guard["off"]`` is set (auto_shard warns;
+    round 28) and the plan returned is the plan found unless a known plan costs no more and peaks lower
+    (:data:`hloshard.jax.guard.GUARD_OFF_RULE`, round 35): a lower-peak plan that costs more is named, not taken
+    (round 28-34 returned it: new user 34's F3, the data-parallel plan at +80-86% bytes by XLA); one that
+    dominates is taken."""
     from hloshard.autoshard.solve import SolveResult
     from hloshard.jax import guard
 
@@ -913,11 +915,18 @@ def test_the_guard_off_returns_the_lowest_peak_plan_priced_and_says_so(monkeypat
     past = time.monotonic() - 1.0
     result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past,
                                 known_plans=[high, low])
-    assert info["off"] and info["baseline"] is None and info["fallback"] == "data-parallel", info
+    assert info["off"] and info["baseline"] is None and "fallback" not in info, info
+    assert result is first and info["lower_peak_not_taken"]["name"] == "data-parallel", info
+    assert "memory guard off" in info["note"] and "nothing says its peak is owed" in info["note"]
+    cheap = types_ns(name="data-parallel", choice=[1, 1], objective=40, feasible=True, greedy=None,
+                     evaluation=types_ns(peak_memory=4_000_000, total=5.0))
+    result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, cheap])
+    assert info["off"] and info["fallback"] == "data-parallel", info
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 4_000_000
-    assert "memory guard off" in info["note"] and "peaks lower than the plan found" in info["note"]
+    assert "costs no more and peaks lower than the plan found" in info["note"]
     result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past, known_plans=[high])
-    assert info["off"] and info["unguarded"] and result is first and "unguarded plan is kept" in info["note"], info
+    assert info["off"] and info["unguarded"] and result is first and "the plan found is kept" in info["note"], info
 
 
 def pytest_fail(msg):

@@ -1027,6 +1027,11 @@ def user_layout(result, module, dmesh, pending=None, deadline: float | None = No
         wait = 0.0
     else:   # the evaluation after it is about one 1-D build (the reserve is REPRICE_SHARE of that build)
         wait = max(0.0, _time_left(deadline) - float(reserve) / REPRICE_SHARE)
+        try:   # waited for on this process's clock (the deadline's), then read at once
+            _await_answer(pending, wait)
+        except SolveFailed:
+            return None, (f"XLA's propagation of your shardings had not answered by the deadline less one pricing "
+                          f"({wait:.1f} s more)")
     try:
         _, found = entry_propagation(module, dmesh, None, timeout=wait, pending=pending)
     except HloshardError as exc:
@@ -1191,41 +1196,89 @@ def _kept(result, guard: dict, unwritten, write):
     return result, guard
 
 
+#: the rule with the memory guard off (:func:`_guard_off`) as ``report["memory_guard"]["off_rule"]`` says it
+GUARD_OFF_RULE = ("with the memory guard off (no baseline priced in the time) the plan returned is no worse than a "
+                  "plan the call knows: the plan the first solve found, unless a plan known before the search costs "
+                  "no more and peaks no higher (predicted); given your shardings, no costlier than your layout and "
+                  "no higher-peaked (XLA's propagation of your shardings, waited for until the deadline less one "
+                  "pricing; else your layout itself)")
+
+
 def _guard_off(result, known_plans, why: str) -> tuple:
     """``(result, guard)`` when the guard has no baseline (``why``: none could be priced, e.g. the time limit ended
-    before XLA's run): the plan returned is the lowest-peak plan the call has priced -- ``result`` (the plan found) or
-    a feasible known plan (:class:`hloshard.jax.known.KnownPlan`, and the greedy plan it refined) whose predicted
-    peak is lower, the first of equals -- and ``guard["off"]`` and ``guard["unguarded"]`` are True
-    (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Why (round 28, new user 27's
-    finding 1): BERT's step at ``time_limit=60`` under load came back with the guard off and only a report line
-    said so; XLA put its plan at 108.1 MB against the user's FSDP plan's 74.2 MB."""
+    before XLA's run): the rule :data:`GUARD_OFF_RULE` (:func:`_lowest_priced`), ``guard["off"]`` and
+    ``guard["unguarded"]`` True (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Given
+    your shardings :func:`guard_plan` then applies :data:`YOUR_LAYOUT_RULE` against your layout (:func:`user_layout`).
+    Why a plan found is not traded for a lower-peak known plan that costs more (issue 24, round 35; new user 34's
+    F3): with the guard off on keras-hub Falcon given the user's layout (``keep_shardings="io"``, load 22-36) the
+    data-parallel known plan -- the user's entry with its intermediates completed greedily, twice the plan found's
+    cost -- was returned for its lower predicted peak, and XLA put it at +86% bytes and +6% peak against GSPMD's
+    run of the user's layout; with nothing sharded (``donate_argnums``) the data-parallel plan came back at +80%
+    bytes.  Nothing checked either peak; the plan found is the cheapest the call knows, and a lower predicted peak
+    bought with more cost is the guard's trade to make, with a baseline (round 28's rule, the lowest peak priced,
+    made it without one: BERT's step at ``time_limit=60`` under load, 108.1 MB by XLA against the user's FSDP
+    plan's 74.2 MB, new user 27's finding 1 -- the case :func:`guard_share_holds` and the early baselines since
+    address)."""
     return _lowest_priced(result, known_plans, {"baseline": None, "applied": False, "off": True,
-                                                "note": f"memory guard off: {why}"})
+                                                "note": f"memory guard off: {why}", "off_rule": GUARD_OFF_RULE})
 
 
 def _lowest_priced(result, known_plans, guard: dict) -> tuple:
-    """``(plan, guard)`` where the guard cannot vouch for a plan within its limit (:func:`_guard_off`: no baseline;
-    :func:`_guard`: none found or known within it): ``result`` or the feasible known plan (and the greedy plan it
-    refined) that peaks lower (predicted, the first of equals), ``guard["unguarded"]`` set (auto_shard warns) and
-    ``guard["note"]`` extended with which was returned."""
+    """``(plan, guard)`` where the guard cannot vouch for a plan within its limit (:func:`_guard_off`: no baseline):
+    ``result`` (the plan found) unless a feasible known plan (or the greedy plan it refined) dominates it -- costs no
+    more (``evaluation.total``, cost units) and peaks lower (``evaluation.peak_memory``, bytes per device, both
+    predicted): the lowest-peak of those, the first of equals (:data:`GUARD_OFF_RULE`); ``guard["unguarded"]`` set
+    (auto_shard warns) and ``guard["note"]`` extended with which was returned and, when a lower-peak plan costs
+    more, that it was not taken (``guard["lower_peak_not_taken"]``: its name, cost and peak)."""
     guard["unguarded"] = True
-    peak = int(result.evaluation.peak_memory)
+    peak, cost = int(result.evaluation.peak_memory), float(result.evaluation.total)
     plans = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
              and getattr(q, "evaluation", None) is not None and q.choice is not None]
-    best = min(plans, key=lambda q: int(q.evaluation.peak_memory), default=None)
-    if best is None or int(best.evaluation.peak_memory) >= peak:
-        guard["note"] += (f"; the unguarded plan is kept: it peaks lowest of the plans priced "
-                          f"({format_bytes(peak)} per device, predicted)")
+    lower = [q for q in plans if int(q.evaluation.peak_memory) < peak]
+    best = min((q for q in lower if float(q.evaluation.total) <= cost * (1.0 + 1e-9) + 1e-9),
+               key=lambda q: int(q.evaluation.peak_memory), default=None)
+    if best is None:
+        dearer = min(lower, key=lambda q: int(q.evaluation.peak_memory), default=None)
+        guard["note"] += f"; the plan found is kept ({format_bytes(peak)} per device, predicted)"
+        if dearer is not None:
+            guard["lower_peak_not_taken"] = {"name": dearer.name, "cost": round(float(dearer.evaluation.total), 6),
+                                             "peak_bytes": int(dearer.evaluation.peak_memory),
+                                             "plan_cost": round(cost, 6)}
+            guard["note"] += (f": the {dearer.name} plan, known before the search, peaks lower "
+                              f"({format_bytes(int(dearer.evaluation.peak_memory))}) but costs "
+                              f"{float(dearer.evaluation.total):,.0f} against {cost:,.0f}, and with no baseline "
+                              f"nothing says its peak is owed (the memory guard's rule off, GUARD_OFF_RULE)")
         return result, guard
     sol = dataclasses.replace(result.solution, strategies=list(best.choice), objective=int(best.objective),
                               status="feasible")
     out = dataclasses.replace(result, solution=sol, choice=list(best.choice), evaluation=best.evaluation)
     out.written = None
     guard.update(fallback=best.name, plan_peak_bytes=peak)
-    guard["note"] += (f"; the {best.name} plan, known before the search, peaks lower than the plan found "
-                      f"({format_bytes(int(best.evaluation.peak_memory))} against {format_bytes(peak)} per device, "
-                      f"predicted): returned instead")
+    guard["note"] += (f"; the {best.name} plan, known before the search, costs no more and peaks lower than the plan "
+                      f"found ({format_bytes(int(best.evaluation.peak_memory))} against {format_bytes(peak)} per "
+                      f"device, predicted): returned instead")
     return out, guard
+
+
+def _await_answer(pending, timeout: float) -> None:
+    """Wait at most ``timeout`` seconds (``time.monotonic()``'s) for ``pending`` (a
+    :class:`hloshard.partition_specs.PendingPropagation`, or anything with ``done()``) to answer, without ending its
+    child; raises SolveFailed when it has not, the child left running.  Why (issue 24, round 35; new user 34's F3 /
+    F9): the guard's read of the user's propagation timed out at the deadline less two pricings, which ended the
+    child, and the guard-off path's own read of your layout (:func:`user_layout`, which may wait until the deadline
+    less one pricing) then said "XLA sharding propagation failed: killed by signal 9" -- hloshard's own stop, read
+    as a crash -- and had no layout to hold the plan to: keras-hub Falcon given the user's layout returned the
+    data-parallel plan at +86% bytes by XLA.  Raises nothing else; an object without ``done()`` is not waited for."""
+    done = getattr(pending, "done", None)
+    if done is None or done():
+        return
+    end = time.monotonic() + max(0.0, float(timeout))
+    while not done():
+        left = end - time.monotonic()
+        if left <= 0.0:
+            raise SolveFailed(f"XLA's propagation of your shardings had not answered {max(0.0, float(timeout)):.1f} s "
+                              f"later (the deadline less two pricings; it is left running for your layout's read)")
+        time.sleep(min(0.05, left))
 
 
 def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict) -> tuple:
@@ -1370,6 +1423,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         if sharded:
             if early.get("user") is not None:   # started beside the first solve: read here
                 warm["pending"] = early["user"]
+                if deadline is not None:   # not in by the guard's time: left running for user_layout (round 35)
+                    _await_answer(early["user"], warm.get("timeout", 0.0))
             base = baseline_peak(module, dmesh, **warm)
         else:
             entry = plan_entry(result, module)
