@@ -670,6 +670,26 @@ def _below_baseline(guarded, start, module, dmesh, device, guard: dict):
     return base_result
 
 
+def _no_time_to_compare(deadline, reserve: float) -> str | None:
+    """Why :func:`_below_baseline`'s written comparison is not made in wall-clock mode, or None when it is: it writes
+    and prices two modules, each about the re-pricing reserve (``reserve``, seconds: the graph's, or the pricing of
+    the plan's written module :func:`_guard` measured), and the plan returned is written and priced once more after
+    the guard; with less than :data:`hloshard.autoshard.solve.LATER_PHASE_PRICINGS` + 1 of them left before
+    ``deadline`` (a ``time.monotonic()`` instant; None: deterministic mode, always made) the comparison would end
+    past it.  Why (issue 24, round 35; new user 34's F8): keep / donate calls with ``time_limit=120`` ended 19-25 s
+    past it at load 26-36, the guard's phase alone 14.7 s past on the U-Net given the user's layout; the two
+    pricings of this comparison were the guard's only ones made without a look at the clock.  Without it the plan
+    is still held to your layout's predicted cost (:func:`_no_worse_than_yours`)."""
+    if deadline is None:
+        return None
+    need = (LATER_PHASE_PRICINGS + 1) * float(reserve)
+    left = _time_left(deadline)
+    if left >= need:
+        return None
+    return (f"{max(0.0, left):.1f} s left, below the {need:.1f} s that writing and pricing the plan and the baseline's "
+            f"own plan, and the plan once more after the guard, take (3 x {float(reserve):.1f} s)")
+
+
 def band_limit(peak: int, ceiling: int, device: str | None = None) -> int:
     """The limit (bytes per device, the model's own) of the guard's step after a failed re-solve whose plan
     nearest its limit peaks at ``peak``: the highest peak whose XLA lower bound
@@ -1696,7 +1716,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
     # the user's shardings: never a plan XLA is bound to peak higher than its own propagation from them
-    guarded = _below_baseline(guarded, baseline_start(result, base, plan_peak), module, dmesh, device, guard)
+    start = baseline_start(result, base, plan_peak)
+    short = None if start is None or int(guarded.evaluation.peak_memory) <= int(start[1].peak_memory) else \
+        _no_time_to_compare(deadline, reserve)
+    if short:   # wall-clock: the written comparison would end past the deadline (round 35, new user 34's F8)
+        guard["baseline_plan_unpriced"] = short
+        start = None
+    guarded = _below_baseline(guarded, start, module, dmesh, device, guard)
     guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
     guarded.seconds_build = result.seconds_build   # its graph is the first solve's (with_memory_budget: no build)
     return guarded, guard
