@@ -1094,3 +1094,54 @@ def test_the_bands_answer_is_the_cheapest_plan_whose_written_module_keeps_the_ba
     calls.clear()
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
     assert result.choice == [2, 2] and info["band"]["unpriced"] == "no module to write"
+
+
+def test_given_your_shardings_read_early_the_guard_needs_one_estimated_pricing_then_the_measured_one(monkeypatch):
+    """Round 35 (new user 34's F3: keras-hub Falcon given its user's layout, ``time_limit=120``, load 33: "the time
+    limit ended before the baseline could be read (70.4 s left, 83.3 s of them kept for pricing the baseline and the
+    plan)", the estimate being 5-10x a measured pricing): with your shardings' propagation already in, the guard
+    starts with one estimated pricing left (not two), prices the baseline, and from then on keeps what that pricing
+    took (``baseline_priced_seconds``); 1.5 pricings' worth of estimate left is enough.  Without your shardings (the
+    plan's own XLA run) the two-pricing gate stays."""
+    import types
+
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    class Done:
+        def done(self):
+            return True
+
+        def cancel(self):
+            pass
+
+    priced, starts = [], []
+
+    def baseline(*a, **k):
+        priced.append(k.get("pending"))
+        return {"plan": "gspmd", "peak_bytes": 1_000_000}
+
+    def fails(module, dmesh, **kw):
+        starts.append(kw["deadline"])
+        raise SolveFailed("nothing within")
+
+    _stub_guard(monkeypatch, fails, baseline=baseline)
+    sharded = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[types.SimpleNamespace(
+        sharding=types.SimpleNamespace(is_replicated=False))]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000, total=5.0), choice=[0, 1],
+                                  graph=types.SimpleNamespace(pin_operands=False, reprice_seconds=4.0))
+    pending = Done()
+    deadline = time.monotonic() + 6.0   # 1.5 estimated pricings: round 34 kept 2 x 4.0 s and turned the guard off
+    _, info = guard._guard(first, sharded, types.SimpleNamespace(), "io", 5.0, 0, False, deadline=deadline,
+                           pending={"user": pending})
+    assert priced == [pending] and info["baseline"] == "gspmd", info
+    measured = info["baseline_priced_seconds"]
+    assert measured["estimated"] == 4.0 and measured["measured"] < 1.0, measured
+    assert first.graph.reprice_seconds < 1.0   # the re-solves keep the measured figure (reported rounded)
+    assert starts, info   # a re-solve had its time (the measured reserve), which the estimate had not left
+    # the plan's own baseline (nothing sharded: its XLA run after the first solve): two estimated pricings kept
+    first.graph.reprice_seconds = 4.0
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, False,
+                           deadline=time.monotonic() + 6.0)
+    assert info["baseline"] is None and "8.0 s of them kept for pricing the baseline and the plan" in info["note"]
