@@ -1302,82 +1302,17 @@ def _await_answer(pending, timeout: float) -> None:
         time.sleep(min(0.05, left))
 
 
-def entry_floor(module, entry: dict) -> int:
-    """A lower bound (bytes per device) on the peak :func:`baseline_peak` prices for the entry shardings ``entry``
-    (instruction name -> HloSharding of entry parameters and the root, as :func:`data_parallel_entry` gives them;
-    a parameter not named keeps its own): the entry parameters' bytes per device and, without
-    ``input_output_alias``, those of the root's values that are not parameters (each once), at those shardings
-    (:func:`hloshard.cost.memory.bytes_per_device`) -- the memory model holds parameters and outputs live over the
-    whole run (:mod:`hloshard.cost.liveness`, "Outputs and parameters"), so every peak it prices is at least
-    this.  No XLA run, no build.  Raises nothing."""
-    from ..cost.memory import bytes_per_device
-
-    entry_comp = module.entry
-    total = 0
-    for p in entry_comp.parameters:
-        try:
-            total += int(bytes_per_device(p.shape, entry.get(p.name, p.sharding)))
-        except ValueError:   # a sharding of another rank: no bound from it
-            continue
-    if module.input_output_alias:   # a donated output shares its parameter's buffer: parameters alone
-        return total
-    root = entry_comp.root
-    root_sh = entry.get(root.name, root.sharding)
-    if root.opcode == "tuple":
-        seen = set()
-        for k, op in enumerate(root.operands):
-            if op.opcode == "parameter" or id(op) in seen or op.shape.is_tuple:
-                continue
-            seen.add(id(op))
-            leaf = None if root_sh is None else root_sh.leaf(k) if root_sh.is_tuple else root_sh
-            try:
-                total += int(bytes_per_device(op.shape, leaf))
-            except ValueError:
-                continue
-    elif root.opcode != "parameter" and not root.shape.is_tuple:
-        try:
-            total += int(bytes_per_device(root.shape, root_sh))
-        except ValueError:
-            pass
-    return total
-
-
-def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict, below: int | None = None,
-                     skipped_out: dict | None = None) -> tuple:
+def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict) -> tuple:
     """``(others, notes)`` of :func:`_guard`: the data-parallel and (with ``fsdp``) FSDP baselines priced
     (:func:`data_parallel_baseline`, :func:`fsdp_baseline`: ``[(key, baseline dict)]`` of those that apply), each
     reading its propagation from ``early`` where :func:`start_baselines` started it; ``notes``: key -> why one could
     not be priced.  Wall-clock mode (``deadline``): only while a re-solve's time (``need`` seconds) is left, its XLA
-    run (or the read of the one started early) cut there.  ``below`` (bytes per device): the lowest baseline peak
-    priced already (the plan's own); a baseline whose :func:`entry_floor` is above it or above a baseline priced
-    here (the lower floor is priced first) is not priced (it cannot
-    be :func:`choose_baseline`'s), its propagation cancelled, ``notes`` says so and ``skipped_out`` (a dict) gets
-    key -> that floor."""
+    run (or the read of the one started early) cut there."""
 
     others, notes = [], {}
-    prices = dict((("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()))
-    # each baseline's floor (entry_floor: its parameters and outputs, no build), the lowest first: a baseline priced
-    # early may then spare the other's pricing (round 35)
-    floors = {}
-    for key in prices:
-        entry = dict(ENTRY_BASELINES)[key](module, dmesh)
-        floors[key] = None if entry is None else entry_floor(module, entry)
-    for key in sorted(prices, key=lambda k: (floors[k] is None, floors[k] or 0)):
+    for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()):
         if _time_left(deadline) <= need:
             break
-        lowest = min([x for x in [below] + [b["peak_bytes"] for _, b in others] if x is not None], default=None)
-        if lowest is not None and floors[key] is not None and floors[key] > int(lowest):
-            # round 35 (issue 24: the guard's 7.4 CPU-s on keras-hub's 4-layer Gemma, its two unfilled pricings of
-            # these baselines about half of them): a baseline whose parameters and outputs alone (entry_floor) are
-            # above the lowest peak priced cannot be the lowest (choose_baseline): not priced
-            notes[key] = (f"the {key.replace('_', '-')} baseline is not priced: its parameters and outputs alone need "
-                          f"{format_bytes(floors[key])} per device, not below the {format_bytes(int(lowest))} of a "
-                          f"baseline priced")
-            cancel_baselines(early.get(key))
-            if skipped_out is not None:
-                skipped_out[key] = int(floors[key])
-            continue
-        price = prices[key]
         kw = {} if deadline is None else {"timeout": _time_left(deadline) - need}
         if early.get(key) is not None:
             kw["pending"] = early[key]
@@ -1388,8 +1323,6 @@ def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: di
             continue
         if got is not None:
             others.append((key, got))
-    # the order the guard reports them in (data-parallel, then FSDP), whatever the pricing order
-    others.sort(key=lambda kb: [k for k, _ in ENTRY_BASELINES].index(kb[0]))
     return others, notes
 
 
@@ -1574,8 +1507,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # a user's budget states what memory is owed, as the Pareto step reads it); wall-clock mode: only while a
     # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
     if prices_others and own is None and not others and not notes:
-        others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early,
-                                         below=None if base is None else base["peak_bytes"])
+        others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early)
     plan_base = base
     base = choose_baseline(([] if base is None else [base]) + [b for _, b in others])
     limit = base["peak_bytes"]
