@@ -927,17 +927,20 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     first = result   # the plan the first solve found (a candidate of the rule against your layout, guard off)
     first_graph = result.graph   # the first solve's (the user's budget kept): the plans' objectives and peaks
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
+    t0 = time.monotonic()
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate, write=write, pending=pending,
                            fsdp=fsdp)
+    # where the guard's seconds went (round 35, new user 34's F8: a guard phase 14.7 s past the deadline that the
+    # report could not split): the guard proper, the Pareto step, the last rules (wall seconds)
+    seconds = guard["seconds"] = {"guard": round(time.monotonic() - t0, 3)}
     unwritten = guard.pop("_unwritten", None)   # the plan kept stays written (write="keep")
     yours = guard.pop("_user_plan", None)   # your layout as a plan of the graph (user_layout), when known
     left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
-        return _no_worse_than_yours(first, *_cheapest_kept(first_graph, result, guard, known_plans, unwritten),
-                                    known_plans, yours, unwritten)
+        return _last_rules(first, first_graph, result, guard, known_plans, unwritten, yours)
     if deterministic:   # one bisection step's share of the guard's budget, at most what its re-solves left
         budget = min(left, RESOLVE_SHARES[-1] * float(time_limit))
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
@@ -946,9 +949,11 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
+    t0 = time.monotonic()
     with _graph_view(unwritten):   # the step prices plans of the graph: the module as the graph was built on
         stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
                                     searched_within=guard.get("failed_limit_bytes"))
+    seconds["pareto"] = round(time.monotonic() - t0, 3)
     guard["pareto"] = info
     if deterministic and info.get("tried"):   # the step's solves spent its work
         guard["work_left"] = 0.0
@@ -959,8 +964,18 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
             stepped.written = None
             guard["written"] = False
             unwritten = None
-    return _no_worse_than_yours(first, *_cheapest_kept(first_graph, stepped, guard, known_plans, unwritten),
-                                known_plans, yours, unwritten)
+    return _last_rules(first, first_graph, stepped, guard, known_plans, unwritten, yours)
+
+
+def _last_rules(first, first_graph, result, guard: dict, known_plans, unwritten, yours) -> tuple:
+    """``(result, guard)`` after :func:`guard_plan`'s last rules -- the cheapest plan known within the guard's limit
+    (:func:`_cheapest_kept`), then your layout's (:func:`_no_worse_than_yours`) -- their wall seconds in
+    ``guard["seconds"]["last_rules"]``."""
+    t0 = time.monotonic()
+    out = _no_worse_than_yours(first, *_cheapest_kept(first_graph, result, guard, known_plans, unwritten),
+                               known_plans, yours, unwritten)
+    out[1].setdefault("seconds", {})["last_rules"] = round(time.monotonic() - t0, 3)
+    return out
 
 
 def cheapest_found(graph, plan, limit: int, known_plans=(), margin: float = 1.0):
