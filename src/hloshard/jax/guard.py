@@ -10,6 +10,14 @@ nothing, the guard's answer is the cheapest plan it knows within the band above 
 the band step's, one more search of the band started elsewhere, every plan the searches found, the known plans and
 your layout -- whose written module (every communication buffer priced, the figure the baseline and a first plan
 are judged in) peaks within the band above the nearest plan's written module; none: the nearest plan itself.
+
+The rule with the guard off (issue 24, round 35; :data:`GUARD_OFF_RULE`, :func:`_guard_off`): with no baseline priced
+in the time, the plan returned is no worse than a plan the call knows -- the plan the first solve found, unless a
+known plan costs no more and peaks lower; given your shardings, your layout's rule on top (XLA's propagation of them
+waited for, on the call's clock and without ending it, until the deadline less one pricing: :func:`_await_answer`,
+:func:`user_layout`).  Wall-clock, given your shardings read early, the guard starts with one estimated pricing left
+and keeps the baseline's measured pricing after it; the written comparison with the baseline's own plan is made only
+while its pricings fit (:func:`_no_time_to_compare`).  ``guard["seconds"]`` splits the guard's wall seconds.
 """
 
 from __future__ import annotations
