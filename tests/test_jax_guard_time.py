@@ -895,12 +895,13 @@ def test_a_failed_own_baseline_leaves_the_early_ones(monkeypatch):
     assert "timed out" in info["plan_note"]
 
 
-def test_the_guard_off_keeps_the_plan_found_unless_a_known_plan_dominates_it(monkeypatch):
+def test_the_guard_off_rule_lowest_peak_with_nothing_sharded_dominance_given_your_shardings(monkeypatch):
     """With no baseline priced (the time limit ended before any XLA run) ``guard["off"]`` is set (auto_shard warns;
-    round 28) and the plan returned is the plan found unless a known plan costs no more and peaks lower
-    (:data:`hloshard.jax.guard.GUARD_OFF_RULE`, round 35): a lower-peak plan that costs more is named, not taken
-    (round 28-34 returned it: new user 34's F3, the data-parallel plan at +80-86% bytes by XLA); one that
-    dominates is taken."""
+    round 28) and :data:`hloshard.jax.guard.GUARD_OFF_RULE` decides (round 35): with nothing sharded the lowest
+    predicted peak of the plan found and the known plans (round 28's rule: a known plan below the plan found is
+    returned, even at a higher cost); given your shardings a known plan replaces the plan found only when it also
+    costs no more (new user 34's F3: the data-parallel plan, your entry completed greedily, came back at a peak XLA
+    put above the plan found's) -- a costlier lower peak is named, not taken; one that dominates is taken."""
     from hloshard.autoshard.solve import SolveResult
     from hloshard.jax import guard
 
@@ -915,18 +916,25 @@ def test_the_guard_off_keeps_the_plan_found_unless_a_known_plan_dominates_it(mon
     past = time.monotonic() - 1.0
     result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past,
                                 known_plans=[high, low])
-    assert info["off"] and info["baseline"] is None and "fallback" not in info, info
-    assert result is first and info["lower_peak_not_taken"]["name"] == "data-parallel", info
-    assert "memory guard off" in info["note"] and "nothing says its peak is owed" in info["note"]
-    cheap = types_ns(name="data-parallel", choice=[1, 1], objective=40, feasible=True, greedy=None,
-                     evaluation=types_ns(peak_memory=4_000_000, total=5.0))
-    result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past,
-                                known_plans=[high, cheap])
-    assert info["off"] and info["fallback"] == "data-parallel", info
+    assert info["off"] and info["baseline"] is None and info["fallback"] == "data-parallel", info
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 4_000_000
-    assert "costs no more and peaks lower than the plan found" in info["note"]
+    assert "memory guard off" in info["note"] and "peaks lower than the plan found" in info["note"]
+    assert info["off_rule"] == guard.GUARD_OFF_RULE
     result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past, known_plans=[high])
     assert info["off"] and info["unguarded"] and result is first and "the plan found is kept" in info["note"], info
+    # given your shardings (a parameter sharded; nothing to read: no propagation started)
+    sharded = types_ns(entry=types_ns(parameters=[types_ns(sharding=types_ns(is_replicated=False))]))
+    result, info = guard._guard(first, sharded, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, low])
+    assert info["off"] and "fallback" not in info and result is first, info
+    assert info["lower_peak_not_taken"]["name"] == "data-parallel", info
+    assert "nothing says its peak is owed" in info["note"], info["note"]
+    cheap = types_ns(name="data-parallel", choice=[1, 1], objective=40, feasible=True, greedy=None,
+                     evaluation=types_ns(peak_memory=4_000_000, total=5.0))
+    result, info = guard._guard(first, sharded, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, cheap])
+    assert info["off"] and info["fallback"] == "data-parallel", info
+    assert result.choice == [1, 1] and "costs no more and peaks lower than the plan found" in info["note"]
 
 
 def pytest_fail(msg):

@@ -12,10 +12,10 @@ your layout -- whose written module (every communication buffer priced, the figu
 are judged in) peaks within the band above the nearest plan's written module; none: the nearest plan itself.
 
 The rule with the guard off (issue 24, round 35; :data:`GUARD_OFF_RULE`, :func:`_guard_off`): with no baseline priced
-in the time, the plan returned is no worse than a plan the call knows -- the plan the first solve found, unless a
-known plan costs no more and peaks lower; given your shardings, your layout's rule on top (XLA's propagation of them
-waited for, on the call's clock and without ending it, until the deadline less one pricing: :func:`_await_answer`,
-:func:`user_layout`).  Wall-clock, given your shardings read early, the guard starts with one estimated pricing left
+in the time, given your shardings the plan the first solve found, unless a known plan costs no more and peaks lower,
+then your layout's rule on top (XLA's propagation of them waited for, on the call's clock and without ending it,
+until the deadline less one pricing: :func:`_await_answer`, :func:`user_layout`); with nothing sharded the lowest
+predicted peak of the plan found and the known plans (round 28's rule).  Wall-clock, given your shardings read early, the guard starts with one estimated pricing left
 and keeps the baseline's measured pricing after it; the written comparison with the baseline's own plan is made only
 while its pricings fit (:func:`_no_time_to_compare`).  ``guard["seconds"]`` splits the guard's wall seconds.
 """
@@ -1241,45 +1241,50 @@ def _kept(result, guard: dict, unwritten, write):
 
 #: the rule with the memory guard off (:func:`_guard_off`) as ``report["memory_guard"]["off_rule"]`` says it
 GUARD_OFF_RULE = ("with the memory guard off (no baseline priced in the time) the plan returned is no worse than a "
-                  "plan the call knows: the plan the first solve found, unless a plan known before the search costs "
-                  "no more and peaks no higher (predicted); given your shardings, no costlier than your layout and "
-                  "no higher-peaked (XLA's propagation of your shardings, waited for until the deadline less one "
-                  "pricing; else your layout itself)")
+                  "plan the call knows: given your shardings, the plan the first solve found unless a plan known "
+                  "before the search (your entry, its intermediates completed greedily) costs no more and peaks "
+                  "lower, then no costlier and no higher-peaked than your layout (XLA's propagation of your "
+                  "shardings, waited for until the deadline less one pricing; else your layout itself); with nothing "
+                  "sharded, the lowest predicted peak of the plan found and the plans known before the search")
 
 
-def _guard_off(result, known_plans, why: str) -> tuple:
+def _guard_off(result, known_plans, why: str, sharded: bool = False) -> tuple:
     """``(result, guard)`` when the guard has no baseline (``why``: none could be priced, e.g. the time limit ended
-    before XLA's run): the rule :data:`GUARD_OFF_RULE` (:func:`_lowest_priced`), ``guard["off"]`` and
-    ``guard["unguarded"]`` True (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Given
-    your shardings :func:`guard_plan` then applies :data:`YOUR_LAYOUT_RULE` against your layout (:func:`user_layout`).
-    Why a plan found is not traded for a lower-peak known plan that costs more (issue 24, round 35; new user 34's
-    F3): with the guard off on keras-hub Falcon given the user's layout (``keep_shardings="io"``, load 22-36) the
-    data-parallel known plan -- the user's entry with its intermediates completed greedily, twice the plan found's
-    cost -- was returned for its lower predicted peak, and XLA put it at +86% bytes and +6% peak against GSPMD's
-    run of the user's layout; with nothing sharded (``donate_argnums``) the data-parallel plan came back at +80%
-    bytes.  Nothing checked either peak; the plan found is the cheapest the call knows, and a lower predicted peak
-    bought with more cost is the guard's trade to make, with a baseline (round 28's rule, the lowest peak priced,
-    made it without one: BERT's step at ``time_limit=60`` under load, 108.1 MB by XLA against the user's FSDP
-    plan's 74.2 MB, new user 27's finding 1 -- the case :func:`guard_share_holds` and the early baselines since
-    address)."""
+    before XLA's run): the rule :data:`GUARD_OFF_RULE` (:func:`_lowest_priced`; ``sharded``: the user sharded an
+    argument, :func:`user_sharded`), ``guard["off"]`` and ``guard["unguarded"]`` True (:func:`hloshard.jax.auto_shard`
+    warns; never an unguarded plan silently).  Given your shardings :func:`guard_plan` then applies
+    :data:`YOUR_LAYOUT_RULE` against your layout (:func:`user_layout`).
+
+    Why two rules (issue 24, round 35; new user 34's F3, measured with the slow clock, BENCHMARKS.md "helper guard,
+    round 35").  Given your shardings the known plans keep your entry and differ from the plan found only in the
+    intermediates, which their greedy completion chooses without the liveness view the solver has: on keras-hub
+    Falcon given its user's layout the data-parallel known plan (twice the plan found's cost in round 34's run,
+    +5.6% in this round's) was returned for its lower predicted peak and XLA put it at 28.94 MB / 34.99 MB against the
+    plan found's 29.11 / 32.57 -- the prediction had the two peaks the wrong way round -- so it replaces the plan found
+    only when it costs no more as well.  With nothing sharded the known plans differ in the entry (state replicated
+    against split), which is the memory trade the guard exists to make: the lowest predicted peak stays the rule
+    (round 28, new user 27's finding 1: BERT's plan found at 108.1 MB by XLA against the user's FSDP plan's 74.2 MB);
+    measured on Falcon with ``donate_argnums`` this round, the plan found instead of the data-parallel plan moved
+    19.94 MB against 27.97 at a 98.13 MB peak against 55.44 (the dominance rule there is a trade, not a win)."""
     return _lowest_priced(result, known_plans, {"baseline": None, "applied": False, "off": True,
-                                                "note": f"memory guard off: {why}", "off_rule": GUARD_OFF_RULE})
+                                                "note": f"memory guard off: {why}", "off_rule": GUARD_OFF_RULE},
+                          dominating=sharded)
 
 
-def _lowest_priced(result, known_plans, guard: dict) -> tuple:
+def _lowest_priced(result, known_plans, guard: dict, dominating: bool = False) -> tuple:
     """``(plan, guard)`` where the guard cannot vouch for a plan within its limit (:func:`_guard_off`: no baseline):
-    ``result`` (the plan found) unless a feasible known plan (or the greedy plan it refined) dominates it -- costs no
-    more (``evaluation.total``, cost units) and peaks lower (``evaluation.peak_memory``, bytes per device, both
-    predicted): the lowest-peak of those, the first of equals (:data:`GUARD_OFF_RULE`); ``guard["unguarded"]`` set
-    (auto_shard warns) and ``guard["note"]`` extended with which was returned and, when a lower-peak plan costs
-    more, that it was not taken (``guard["lower_peak_not_taken"]``: its name, cost and peak)."""
+    ``result`` (the plan found) unless a feasible known plan (or the greedy plan it refined) peaks lower
+    (``evaluation.peak_memory``, bytes per device, predicted) and, with ``dominating``, also costs no more
+    (``evaluation.total``, cost units): the lowest-peak of those, the first of equals (:data:`GUARD_OFF_RULE`);
+    ``guard["unguarded"]`` set (auto_shard warns) and ``guard["note"]`` extended with which was returned and, when a
+    lower-peak plan that costs more was not taken, ``guard["lower_peak_not_taken"]`` (its name, cost and peak)."""
     guard["unguarded"] = True
     peak = int(result.evaluation.peak_memory)
     plans = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
              and getattr(q, "evaluation", None) is not None and q.choice is not None]
     lower = [q for q in plans if int(q.evaluation.peak_memory) < peak]
     cost = float(result.evaluation.total) if lower else 0.0
-    best = min((q for q in lower if float(q.evaluation.total) <= cost * (1.0 + 1e-9) + 1e-9),
+    best = min((q for q in lower if not dominating or float(q.evaluation.total) <= cost * (1.0 + 1e-9) + 1e-9),
                key=lambda q: int(q.evaluation.peak_memory), default=None)
     if best is None:
         dearer = min(lower, key=lambda q: int(q.evaluation.peak_memory), default=None)
@@ -1298,9 +1303,10 @@ def _lowest_priced(result, known_plans, guard: dict) -> tuple:
     out = dataclasses.replace(result, solution=sol, choice=list(best.choice), evaluation=best.evaluation)
     out.written = None
     guard.update(fallback=best.name, plan_peak_bytes=peak)
-    guard["note"] += (f"; the {best.name} plan, known before the search, costs no more and peaks lower than the plan "
-                      f"found ({format_bytes(int(best.evaluation.peak_memory))} against {format_bytes(peak)} per "
-                      f"device, predicted): returned instead")
+    how = "costs no more and peaks lower" if dominating else "peaks lower"
+    guard["note"] += (f"; the {best.name} plan, known before the search, {how} than the plan found "
+                      f"({format_bytes(int(best.evaluation.peak_memory))} against {format_bytes(peak)} per device, "
+                      f"predicted): returned instead")
     return out, guard
 
 
@@ -1517,7 +1523,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 base = None
     except (HloshardError, SolveFailed) as exc:
         cancel_baselines(own)
-        off = _guard_off(result, known_plans, f"the baseline could not be priced ({exc})")
+        off = _guard_off(result, known_plans, f"the baseline could not be priced ({exc})",
+                         sharded=user_sharded(module))
         if user_sharded(module):   # your layout, read without its pricing: the rule against it (guard_plan)
             off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, reserve)
             if why:
