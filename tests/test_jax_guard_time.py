@@ -895,10 +895,13 @@ def test_a_failed_own_baseline_leaves_the_early_ones(monkeypatch):
     assert "timed out" in info["plan_note"]
 
 
-def test_the_guard_off_returns_the_lowest_peak_plan_priced_and_says_so(monkeypatch):
-    """Round 28 (new user 27, finding 1): with no baseline priced (the time limit ended before any XLA run) the plan
-    returned is the lowest-peak plan the call priced -- a known plan below the plan found -- and ``guard["off"]``
-    is set (auto_shard warns); with none lower the plan found is returned, also flagged."""
+def test_the_guard_off_rule_lowest_peak_with_nothing_sharded_dominance_given_your_shardings(monkeypatch):
+    """With no baseline priced (the time limit ended before any XLA run) ``guard["off"]`` is set (auto_shard warns;
+    round 28) and :data:`hloshard.jax.guard.GUARD_OFF_RULE` decides (round 35): with nothing sharded the lowest
+    predicted peak of the plan found and the known plans (round 28's rule: a known plan below the plan found is
+    returned, even at a higher cost); given your shardings a known plan replaces the plan found only when it also
+    costs no more (new user 34's F3: the data-parallel plan, your entry completed greedily, came back at a peak XLA
+    put above the plan found's) -- a costlier lower peak is named, not taken; one that dominates is taken."""
     from hloshard.autoshard.solve import SolveResult
     from hloshard.jax import guard
 
@@ -916,8 +919,22 @@ def test_the_guard_off_returns_the_lowest_peak_plan_priced_and_says_so(monkeypat
     assert info["off"] and info["baseline"] is None and info["fallback"] == "data-parallel", info
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 4_000_000
     assert "memory guard off" in info["note"] and "peaks lower than the plan found" in info["note"]
+    assert info["off_rule"] == guard.GUARD_OFF_RULE
     result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past, known_plans=[high])
-    assert info["off"] and info["unguarded"] and result is first and "unguarded plan is kept" in info["note"], info
+    assert info["off"] and info["unguarded"] and result is first and "the plan found is kept" in info["note"], info
+    # given your shardings (a parameter sharded; nothing to read: no propagation started)
+    sharded = types_ns(entry=types_ns(parameters=[types_ns(sharding=types_ns(is_replicated=False))]))
+    result, info = guard._guard(first, sharded, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, low])
+    assert info["off"] and "fallback" not in info and result is first, info
+    assert info["lower_peak_not_taken"]["name"] == "data-parallel", info
+    assert "nothing says its peak is owed" in info["note"], info["note"]
+    cheap = types_ns(name="data-parallel", choice=[1, 1], objective=40, feasible=True, greedy=None,
+                     evaluation=types_ns(peak_memory=4_000_000, total=5.0))
+    result, info = guard._guard(first, sharded, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, cheap])
+    assert info["off"] and info["fallback"] == "data-parallel", info
+    assert result.choice == [1, 1] and "costs no more and peaks lower than the plan found" in info["note"]
 
 
 def pytest_fail(msg):
@@ -1085,3 +1102,54 @@ def test_the_bands_answer_is_the_cheapest_plan_whose_written_module_keeps_the_ba
     calls.clear()
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
     assert result.choice == [2, 2] and info["band"]["unpriced"] == "no module to write"
+
+
+def test_given_your_shardings_read_early_the_guard_needs_one_estimated_pricing_then_the_measured_one(monkeypatch):
+    """Round 35 (new user 34's F3: keras-hub Falcon given its user's layout, ``time_limit=120``, load 33: "the time
+    limit ended before the baseline could be read (70.4 s left, 83.3 s of them kept for pricing the baseline and the
+    plan)", the estimate being 5-10x a measured pricing): with your shardings' propagation already in, the guard
+    starts with one estimated pricing left (not two), prices the baseline, and from then on keeps what that pricing
+    took (``baseline_priced_seconds``); 1.5 pricings' worth of estimate left is enough.  Without your shardings (the
+    plan's own XLA run) the two-pricing gate stays."""
+    import types
+
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    class Done:
+        def done(self):
+            return True
+
+        def cancel(self):
+            pass
+
+    priced, starts = [], []
+
+    def baseline(*a, **k):
+        priced.append(k.get("pending"))
+        return {"plan": "gspmd", "peak_bytes": 1_000_000}
+
+    def fails(module, dmesh, **kw):
+        starts.append(kw["deadline"])
+        raise SolveFailed("nothing within")
+
+    _stub_guard(monkeypatch, fails, baseline=baseline)
+    sharded = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[types.SimpleNamespace(
+        sharding=types.SimpleNamespace(is_replicated=False))]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000, total=5.0), choice=[0, 1],
+                                  graph=types.SimpleNamespace(pin_operands=False, reprice_seconds=4.0))
+    pending = Done()
+    deadline = time.monotonic() + 6.0   # 1.5 estimated pricings: round 34 kept 2 x 4.0 s and turned the guard off
+    _, info = guard._guard(first, sharded, types.SimpleNamespace(), "io", 5.0, 0, False, deadline=deadline,
+                           pending={"user": pending})
+    assert priced == [pending] and info["baseline"] == "gspmd", info
+    measured = info["baseline_priced_seconds"]
+    assert measured["estimated"] == 4.0 and measured["measured"] < 1.0, measured
+    assert first.graph.reprice_seconds < 1.0   # the re-solves keep the measured figure (reported rounded)
+    assert starts, info   # a re-solve had its time (the measured reserve), which the estimate had not left
+    # the plan's own baseline (nothing sharded: its XLA run after the first solve): two estimated pricings kept
+    first.graph.reprice_seconds = 4.0
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, False,
+                           deadline=time.monotonic() + 6.0)
+    assert info["baseline"] is None and "8.0 s of them kept for pricing the baseline and the plan" in info["note"]

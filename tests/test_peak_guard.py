@@ -10,6 +10,7 @@ stood in for by a plan's own layouts (no jax needed), the searches by a stub whe
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from hloshard.autoshard.apply import instruction_sharding
 from hloshard.autoshard.evaluate import evaluate_choice
@@ -144,3 +145,43 @@ def test_guard_takes_a_cheaper_plan_within_the_baselines_own(monkeypatch):
     assert g["applied"], g
     assert int(out.evaluation.peak_memory) <= own_peak, g
     assert float(out.evaluation.total) <= own_cost + 1e-6, g
+
+
+def test_wall_clock_without_time_for_two_pricings_the_written_comparison_is_not_made(monkeypatch):
+    """Round 35 (new user 34's F8: keep / donate calls 19-25 s past a 120 s limit): the comparison of written modules
+    with the baseline's own plan (:func:`hloshard.jax.guard._below_baseline`, two pricings) is made only while the
+    deadline leaves those two pricings and the plan's own write after the guard (:func:`_no_time_to_compare`); else
+    the band's plan stays and ``baseline_plan_unpriced`` says why.  Deterministic mode always compares."""
+    import hloshard.autoshard as autoshard
+    import hloshard.jax.guard as guard
+    from hloshard.cost.memory import model_limit
+    from hloshard.errors import SolveFailed
+
+    assert guard._no_time_to_compare(None, 5.0) is None
+    now = time.monotonic()
+    assert guard._no_time_to_compare(now + 100.0, 5.0) is None
+    why = guard._no_time_to_compare(now + 10.0, 5.0)
+    assert why is not None and "15.0 s" in why, why
+
+    module, mesh, first, known, base, (own, own_peak), above = _setup(monkeypatch)
+
+    def search(module_, dmesh, memory_budget=None, graph=None, hint=None, **k):
+        if model_limit(memory_budget, getattr(dmesh, "memory_device", None)) >= int(above.evaluation.peak_memory):
+            return dataclasses.replace(first, graph=graph, choice=list(above.choice), evaluation=above.evaluation)
+        err = SolveFailed("no plan within the limit (test)")
+        err.closest = (list(above.choice), above.evaluation)
+        raise err
+
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", search)
+    monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)
+    monkeypatch.setattr(guard, "_band_answer", lambda result, guarded, *a, **k: (guarded, 0))
+    compared = []
+    real = guard._below_baseline
+    monkeypatch.setattr(guard, "_below_baseline", lambda g, start, *a, **k: compared.append(start) or real(g, start, *a, **k))
+    monkeypatch.setattr(guard, "_no_time_to_compare", lambda deadline, reserve: "no time (test)")
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=known, pareto=False)
+    assert compared == [None] and g["baseline_plan_unpriced"] == "no time (test)", g
+    # not compared: the baseline's own plan is not put in by that comparison; your layout's rule still holds the
+    # plan returned to your layout's predicted cost (here it takes your layout in place of the dearer band plan)
+    assert not g.get("baseline_plan_kept") and "baseline's plan returned instead" not in g["note"], g
+    assert float(out.evaluation.total) <= g["your_layout"]["cost"] + 1e-6, g
