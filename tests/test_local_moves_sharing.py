@@ -51,7 +51,7 @@ def test_repeated_layers_share_their_rebuilt_groups_and_the_moves_are_the_unshar
     assert after.total_cost < before.total_cost
     direct = evaluate_module(parse_module(layers(4, ROWS)), MESH)
     assert after.total_cost == pytest.approx(direct.total_cost, rel=1e-12)
-    # one sharing for the pass (its rounds included), and later layers' groups came from earlier ones
+    # one sharing per Pricing (here one round priced), and later layers' groups came from earlier ones
     assert len(made) == 1 and made[0].hits > 0
     shared_hits = made[0].hits
 

@@ -142,7 +142,8 @@ class Pricing:
         group's strategy list instead of a build (the same strategies: ``tests/test_strategy_sharing.py``),
         so the repeated layers of a model are built once and their edges found by identity
         (:meth:`hloshard.autoshard.resharder._Resharder.matrix`).  A signature never holds a site's
-        context, only what the handlers read, so one sharing serves every site."""
+        context, only what the handlers read, so one sharing serves every site of this pricing (one round of
+        :func:`improve_written`: the lists it keys by ``id`` stay alive with the pricing's graph and groups)."""
         sharing = self._sharing
         if sharing is None:
             sharing = self._sharing = GroupSharing(ctx)
