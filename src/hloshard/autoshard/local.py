@@ -6,7 +6,8 @@ built for a module (``explain``'s alternatives, ``solve``'s post-solve local mov
 strategy groups of those instructions and of their users change (a user fixed by its annotation keeps
 the strategies XLA's partitioner realizes from its operands' layouts, ``strategy.registry._realized``,
 so it must be re-built too); every other group, node cost and edge is the same.  :class:`Site` re-builds
-exactly those groups with the registry (``strategy.registry.build_group``) in a copy of the build
+exactly those groups with the registry (``strategy.registry.build_group``, through one
+:class:`~hloshard.strategy.sharing.GroupSharing` per :class:`Pricing`) in a copy of the build
 context whose other groups are the as-given ones, and prices them:
 
 * node costs: ``(compute + communication) * executions`` of each re-built group's strategies,
@@ -45,8 +46,8 @@ from ..costgraph import INFINITY, Problem
 from ..cost.reshard import autosharding_resharding_cost
 from ..solver import solve_problem
 from ..strategy.base import LeafRef, StrategyGroup, TOKEN, is_array, is_mesh_spec, leaf_shapes
-from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext, _same
+from ..strategy.sharing import GroupSharing
 from .build import in_edges, processed_computations
 from .evaluate import evaluate_module
 from .resharder import _Resharder, _key
@@ -80,6 +81,8 @@ class Pricing:
         self.estimate.planned = 0   # each round plans up to PLAN_BUDGET new pairs, as a fresh one would
         #: re-built groups by :meth:`build_key` (re-used by later sites: a group is never changed after)
         self.built: dict = {}
+        #: the strategy lists of structurally equal re-built instructions shared across sites (:meth:`build`)
+        self._sharing = None
         self._edges: dict = {}
         self._readers = None
         self._alias_of = None
@@ -130,6 +133,22 @@ class Pricing:
                 ops.append(tuple(_key(st.out if k is None else st.out[k]) for st in grp.strategies))
         sh = ctx.fixed.get(instr)
         return (id(instr), None if sh is None else str(sh), tuple(ops))
+
+    def build(self, instr, ctx):
+        """The group of ``instr`` re-built in ``ctx`` (a site's context, :meth:`context`; recorded in its
+        ``groups``), through one :class:`hloshard.strategy.sharing.GroupSharing` for all the sites of this
+        pricing: an instruction whose structural signature (opcode, shape, attributes, kept sharding, its
+        operands' strategy lists by identity...) is that of one re-built before, in any site, gets that
+        group's strategy list instead of a build (the same strategies: ``tests/test_strategy_sharing.py``),
+        so the repeated layers of a model are built once and their edges found by identity
+        (:meth:`hloshard.autoshard.resharder._Resharder.matrix`).  A signature never holds a site's
+        context, only what the handlers read, so one sharing serves every site of this pricing (one round of
+        :func:`improve_written`: the lists it keys by ``id`` stay alive with the pricing's graph and groups)."""
+        sharing = self._sharing
+        if sharing is None:
+            sharing = self._sharing = GroupSharing(ctx)
+        sharing.ctx = ctx
+        return sharing.build(instr)
 
     def edges(self, group, ctx, resh) -> list:
         """:func:`edges_into` ``group``, memoised on the group and the groups its operand leaves resolve
@@ -384,7 +403,7 @@ class Site:
             g = pricing.built.get(key)
             if g is None:
                 seq = old[instr].seq
-                g = build_group(instr, ctx)
+                g = pricing.build(instr, ctx)
                 if not isinstance(g, StrategyGroup) or g.multi or not g.strategies:
                     return None
                 g.seq = seq     # the build order of the as-given graph (followee choice breaks ties by it)
