@@ -17,7 +17,7 @@ Usage (on the tree on PYTHONPATH; a keras-hub model of ``benchmarks/real_models.
     python benchmarks/plan_map.py run MODEL PLAN --time-limit 10 --steps 2 --dump OUT.json \\
         [--impose OTHER.json] [--price OTHER.json ...]
 
-``--dump``: the plan auto_shard returns (after its guard, Pareto step and local moves) recorded, with its cost
+``--hlo``: the written module's text.  ``--dump``: the plan auto_shard returns (after its guard, Pareto step and local moves) recorded, with its cost
 and its predicted peak (graph and written module).  ``--impose``: after the guard, the recorded plan mapped
 onto the first solve's graph is the plan written (local moves off): the row's XLA figures are then those of
 the other tree's plan, priced by this tree's model (``pred_peak``).  ``--price``: recorded plans mapped onto
@@ -152,6 +152,7 @@ def run(argv=None) -> int:
     ap.add_argument("--dump", default=None)
     ap.add_argument("--impose", default=None)
     ap.add_argument("--price", nargs="*", default=[])
+    ap.add_argument("--hlo", default=None, help="write the written module's text here (the plan as compiled)")
     args = ap.parse_args(argv)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
@@ -195,6 +196,11 @@ def run(argv=None) -> int:
 
     def moves(result, *a, **k):
         out = orig_moves(result, *a, **k)
+        if args.hlo and a:   # improve_applied(result, module, dmesh, ...): the module as written
+            from hloshard.hlo import print_module
+
+            with open(args.hlo, "w") as fh:
+                fh.write(print_module(a[0]))
         rec = record(result.graph, result.choice, written=result.written)
         if args.dump:
             with open(args.dump, "w") as fh:
