@@ -18,8 +18,8 @@ Usage (on the tree on PYTHONPATH; a keras-hub model of ``benchmarks/real_models.
         [--impose OTHER.json] [--price OTHER.json ...]
 
 ``--hlo``: the written module's text.  ``--dump``: the plan auto_shard returns (after its guard, Pareto step and local moves) recorded, with its cost
-and its predicted peak (graph and written module).  ``--impose``: after the guard, the recorded plan mapped
-onto the first solve's graph is the plan written (local moves off): the row's XLA figures are then those of
+and its predicted peak (graph and written module).  ``--impose``: in the guard's place (the guard is not run), the
+recorded plan mapped onto the first solve's graph is the plan written (local moves off): the row's XLA figures are then those of
 the other tree's plan, priced by this tree's model (``pred_peak``).  ``--price``: recorded plans mapped onto
 the returned plan's graph and priced there (cost and graph peak), printed to stderr and put in the row
 (``priced``).  The row is ``real_models.py --child``'s JSON line.
@@ -166,20 +166,14 @@ def run(argv=None) -> int:
     extra: dict = {}
     if args.impose:
         other = json.load(open(args.impose))
-        orig_guard = api.guard_plan
-
         def imposed(result, *a, **k):
-            first = result
-            k["write"] = None   # nothing left written: the imposed plan is written by auto_shard
-            _, guard = orig_guard(result, *a, **k)
+            first = result   # the first solve's result: its graph (the memory guard is not run)
             g = first.graph
             choice, stats = map_plan(g, other, first.choice)
             from hloshard.autoshard.evaluate import evaluate_choice
 
             out = gmod._held(first, (choice, evaluate_choice(g, choice)), g)
             out.written = None
-            guard = dict(guard)
-            guard["written"] = False
             extra["imposed"] = {"cost_here": float(out.evaluation.total),
                                 "graph_peak_here": int(out.evaluation.peak_memory),
                                 "cost_there": other.get("cost"), "graph_peak_there": other.get("graph_peak"),
@@ -188,7 +182,7 @@ def run(argv=None) -> int:
                                 "unmatched_examples": stats["unmatched"][:5], "ambiguous": stats["ambiguous"],
                                 "by_price": stats["by_price"]}
             print("imposed", json.dumps(extra["imposed"]), file=sys.stderr, flush=True)
-            return out, guard
+            return out, None   # no guard dict: auto_shard writes the plan and reports no guard
 
         api.guard_plan = imposed
         api.improve_applied = lambda *a, **k: None   # the imposed plan as recorded: no local moves
