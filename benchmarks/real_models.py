@@ -47,7 +47,12 @@ Usage::
         [--quick] [--time-limit 20] [--timeout 900] [--json out.json] [--diff]
 
 ``--quick``: the small configs only. ``--diff``: per model, the collectives of the expert plan and of
-``auto`` grouped by kind and op_name (the diagnosis of where the bytes go).
+``auto`` grouped by kind and op_name (the diagnosis of where the bytes go).  ``--device tpu-v5e`` (any
+``auto_shard`` device profile): the auto plans are planned for that device (its compiler's memory model and its
+seconds: ``pred_peak`` is then the TPU prediction, and each auto row gains ``step_time``, hloshard's estimated
+step time of its written plan in seconds); XLA's figures are still the 8 CPU devices'
+(``benchmarks/real_models_tpu.py`` compiles the plans on libtpu; ``benchmarks/tpu_real_device.py`` is the same
+child with the step times appended to a file of their own).
 """
 
 from __future__ import annotations
@@ -263,11 +268,12 @@ def rel_err(got, want, params) -> float:
 
 def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
           stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None, written: bool = False,
-          steps: int = 0):
+          steps: int = 0, device: str | None = None):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
     per plan (the plans in ``float64_plans``, all when None, with ``rel_err_f64`` / ``rel_err_f32_floor``). ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
     measured before it in ``plans``. ``steps``: each ``auto*`` plan also runs that many steps of
-    ``plan.jit()`` in a loop (:func:`loop_steps`). A plan that raises gives a row with ``error``."""
+    ``plan.jit()`` in a loop (:func:`loop_steps`). ``device``: ``auto_shard``'s device profile (``--device``;
+    None: the unit model). A plan that raises gives a row with ``error``."""
     setup_child_env()
     import hloshard.jax  # noqa: F401  - before keras-hub (tensorflow): google/or-tools#3230
     import ortools.sat.python.cp_model  # noqa: F401
@@ -286,6 +292,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["float64_plans"] = float64_plans
     ctx["written"] = written
     ctx["steps"] = steps
+    ctx["device"] = device
     if float64_plans is None or any(p in float64_plans for p in plans):
         float64_reference(ctx)
     done: dict = {}
@@ -348,9 +355,10 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
         else:
             args = ({k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
         t0, c0, k0 = time.monotonic(), time.process_time(), os.times()
+        dev = {"device": ctx["device"]} if ctx.get("device") else {}   # --device: auto_shard's profile
         res = auto_shard(step, *args, mesh=mesh, memory_budget=budget if plan == "auto_budget" else None,
                          keep_shardings="io", time_limit=time_limit, with_constraints=False,
-                         deterministic=ctx.get("deterministic", True))
+                         deterministic=ctx.get("deterministic", True), **dev)
         row["seconds"] = round(time.monotonic() - t0, 1)
         # this process's CPU seconds in the call (less noisy than wall under load; child processes not counted)
         row["cpu_seconds"] = round(time.process_time() - c0, 1)
@@ -366,6 +374,8 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
                    objective=rep.get("objective"), solver_objective=rep.get("solver_objective"),
                    budget=budget, guard=rep.get("memory_guard"), known_plans=rep.get("known_plans"),
                    pins=rep.get("pins"))
+        if ctx.get("device"):   # hloshard's estimated step time of its written plan (seconds) under the profile
+            row.update(device=ctx["device"], step_time=rep.get("step_time"))
         try:
             from hloshard.xla_compare import predicted_collectives
 
@@ -534,6 +544,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         extra += ["--written"]
     if getattr(args, "steps", 0):
         extra += ["--steps", str(int(args.steps))]
+    if getattr(args, "device", None):
+        extra += ["--device", args.device]
     return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -659,6 +671,9 @@ def main(argv=None) -> int:
     ap.add_argument("--diff-keep", default=None, help="with --diff: keep the per-plan collective JSON files here")
     ap.add_argument("--stablehlo-dir", default=None,
                     help="write each plan's lowered StableHLO here (MODEL.PLAN.mlir; benchmarks/real_models_tpu.py)")
+    ap.add_argument("--device", default=None,
+                    help="auto_shard's device profile for the auto plans (e.g. tpu-v5e: memory and seconds as that "
+                         "device's compiler; the row gains step_time); XLA's figures stay the 8 CPU devices'")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--diff-dir", default=None, help=argparse.SUPPRESS)
@@ -666,7 +681,8 @@ def main(argv=None) -> int:
     if args.child:
         for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
                          args.stablehlo_dir, deterministic=not args.wall_clock, float64_plans=None if args.float64_plans is None else
-                         [p for p in args.float64_plans.split(",") if p], written=args.written, steps=args.steps):
+                         [p for p in args.float64_plans.split(",") if p], written=args.written, steps=args.steps,
+                         device=args.device):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
