@@ -22,6 +22,35 @@ from hloshard.strategy.realize import insert_transpose_pins
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+#: two weight-gradient updates GSPMD-style: ``w - 0.01 * transpose(dot(dy, x))``, each dot written split on the
+#: dim its transpose moves to the weight's split dim 0 (so the folded dot is split on dim 1 and reshards).
+#: Per device the folded dot computes ``[512, 128]`` for ``wa`` (row-major and ``{0,1}`` pad alike: the tie
+#: keeps row-major, as ``wa``'s own ``[128, 512]``: no copy) and ``[512, 64]`` for ``wb`` (``{0,1}`` pads
+#: less: the gradient arrives column-major, ``wb``'s ``[128, 256]`` is row-major: a copy)
+_HAND = """HloModule upd, num_partitions=8
+
+ENTRY e {
+  x = f32[64,512]{1,0} parameter(0), sharding={replicated}
+  ya = f32[64,512]{1,0} parameter(1), sharding={devices=[1,4,2]<=[8] last_tile_dim_replicate}
+  yb = f32[64,256]{1,0} parameter(2), sharding={devices=[1,4,2]<=[8] last_tile_dim_replicate}
+  wa = f32[512,512]{1,0} parameter(3), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  wb = f32[512,256]{1,0} parameter(4), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  ga = f32[512,512]{1,0} dot(ya, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={devices=[1,4,2]<=[8] last_tile_dim_replicate}
+  ta = f32[512,512]{1,0} transpose(ga), dimensions={1,0}, sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  gb = f32[256,512]{1,0} dot(yb, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={devices=[1,4,2]<=[8] last_tile_dim_replicate}
+  tb = f32[512,256]{1,0} transpose(gb), dimensions={1,0}, sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  c = f32[] constant(0.01)
+  ca = f32[512,512]{1,0} broadcast(c), dimensions={}, sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  cb = f32[512,256]{1,0} broadcast(c), dimensions={}, sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  ma = f32[512,512]{1,0} multiply(ta, ca), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  mb = f32[512,256]{1,0} multiply(tb, cb), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  ua = f32[512,512]{1,0} subtract(wa, ma), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  ub = f32[512,256]{1,0} subtract(wb, mb), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  ROOT r = (f32[512,512]{1,0}, f32[512,256]{1,0}) tuple(ua, ub), sharding={{devices=[4,1,2]<=[8] last_tile_dim_replicate}, {devices=[4,1,2]<=[8] last_tile_dim_replicate}}
+}
+"""
+
+
 def _module(name: str):
     return parse_module((ROOT / "samples" / f"{name}.propagated.hlo").read_text())
 
@@ -53,6 +82,12 @@ def test_same_shape_opposite_sides_transformer():
     assert w2 and all(v == (True, False) for v in w2), w2
 
 
+def test_the_folded_dots_padding_decides_not_the_shape():
+    rows = _names(resharded_updates(parse_module(_HAND), "tpu-v5e"))
+    assert rows == {"wa": (False, False), "wb": (True, False)}, rows
+    assert [p.name for p, *_ in update_layout_conflicts(parse_module(_HAND), "tpu-v5e")] == ["wb"]
+
+
 def test_transpose_pins_leave_no_folded_update():
     """A plan written with solve's transpose pins keeps its dots unfolded: nothing to report."""
     m = _module("fused_qkv_train_step")
@@ -62,7 +97,7 @@ def test_transpose_pins_leave_no_folded_update():
 
 def test_libtpu_copies_exactly_the_conflicts():
     """libtpu ahead of time (``v5e:2x4``): a copy around the update (of the weight or of the gradient) for
-    each conflict named, none for w1."""
+    each conflict named, none for fused_qkv's w1 and the hand module's ``wa``."""
     from benchmarks.tpu_update_layouts import observed
     from tests.tpu_oracle import compile_for_tpu, tpu_available
 
@@ -70,8 +105,12 @@ def test_libtpu_copies_exactly_the_conflicts():
     if why:
         pytest.skip(why)
     text = (ROOT / "samples" / "fused_qkv_train_step.propagated.hlo").read_text()
-    rec, = compile_for_tpu([text], topology="v5e:2x4")
-    assert rec["ok"], rec["error"]
-    for p, u, gs, es in resharded_updates(parse_module(text), "tpu-v5e"):
-        got = observed(rec["final"], p, u.operands[1])
-        assert (got != "none") == (gs != es), (p.name, gs, es, got)
+    recs = compile_for_tpu([text, _HAND], topology="v5e:2x4")
+    seen = 0
+    for t, rec in zip((text, _HAND), recs):
+        assert rec["ok"], rec["error"]
+        for p, u, gs, es in resharded_updates(parse_module(t), "tpu-v5e"):
+            got = observed(rec["final"], p, u.operands[1])
+            assert (got != "none") == (gs != es), (p.name, gs, es, got)
+            seen += 1
+    assert seen == 10

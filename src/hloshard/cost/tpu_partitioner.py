@@ -249,18 +249,19 @@ def update_layout_conflicts(module, device: str | None = None) -> list[tuple]:
     (:func:`resharded_updates`: all of them).
 
     The rule (libtpu 0.0.42.1, read off its layout-assignment dumps of fused_qkv_train_step's GSPMD plan on
-    ``v5e:2x4``; BENCHMARKS.md round 35, helper tpurows): the all-to-all lays its buffer out with the
-    exchanged dim major-most (326 of 326 all-to-alls of rounds 33-34's compiled plans), and its result
-    reaches the update as a bitcast, so the gradient arrives row-major (``{1,0}``) when the dim the
-    all-to-all gathers (split in the dot's layout, whole in ``P``'s) is dim 0 and column-major (``{0,1}``)
-    when it is dim 1 (``gradient_swapped``).  ``P``'s entry layout is the least padded of the two
-    (:func:`hloshard.cost.tpu_layout.minor_pair` of its per-device tile; ``entry_swapped``: ``{0,1}``).
-    When they differ libtpu copies either the gradient into ``P``'s layout or ``P`` into the gradient's
-    and the result back (which of the two is not modelled here).  Checked on every such update of the
-    compiled samples, attention-heads and make_transformer plans of rounds 33-34 (GSPMD plans; a solve
-    plan's transpose pins keep its dots unfolded): a copy exactly where this names a conflict, 90 / 90
-    updates on ``v5e:2x4``, 90 / 90 on ``v5p:2x2x2``, 74 / 74 on ``v6e:2x4``.  Not priced yet: a
-    diagnosis the report and benchmarks can list."""
+    ``v5e:2x4``; BENCHMARKS.md round 35, helper tpurows): the folded dot writes its per-device result (``P``'s
+    dims under the dot's tile dims) in its least padded layout (:func:`hloshard.cost.tpu_layout.minor_pair`,
+    ties row-major); the all-to-all lays its buffer out with the exchanged dim major-most and the rest in the
+    dot's order (326 of 326 all-to-alls of round 33's compiled plans have the exchanged dim major-most), so
+    the gradient reaches the update with the dot's minor dim still minor: ``{0,1}`` when the dot's layout
+    is (``gradient_swapped``).  ``P`` keeps its own least padded layout (``minor_pair`` of its per-device
+    tile; ``entry_swapped``: ``{0,1}``; round 34's entry-layout rule).  When they differ libtpu copies either
+    the gradient into ``P``'s layout or ``P`` into the gradient's and the result back (which of the two is
+    not modelled).  Checked (``benchmarks/tpu_update_layouts.py``) on every such update of the compiled
+    samples, attention-heads and make_transformer GSPMD plans of round 33 (a solve plan's transpose pins
+    keep its dots unfolded): a copy exactly where this names a conflict, 90 / 90 updates on ``v5e:2x4``,
+    90 / 90 on ``v5p:2x2x2``, 74 / 74 on ``v6e:2x4``; held out (round 35's attention train steps at new
+    shapes): see BENCHMARKS.md.  Not priced yet: a diagnosis the benchmarks list."""
     return [r for r in resharded_updates(module, device) if r[2] != r[3]]
 
 
@@ -294,7 +295,9 @@ def resharded_updates(module, device: str | None = None) -> list[tuple]:
                 target = [i for i in range(2) if tp[i] > 1 and td[i] == 1]
                 if len(gathered) != 1 or len(target) != 1:
                     continue
-                grad_swapped = gathered[0] == 1
-                entry_swapped = minor_pair(str(p.shape.element_type), sp.tile_shape(p.shape.dims)) == (0, 1)
+                dt = str(p.shape.element_type)
+                local_dot = tuple(-(-int(n) // k) for n, k in zip(p.shape.dims, td))
+                grad_swapped = minor_pair(dt, local_dot) == (0, 1)
+                entry_swapped = minor_pair(dt, sp.tile_shape(p.shape.dims)) == (0, 1)
                 out.append((p, u, grad_swapped, entry_swapped))
     return out
