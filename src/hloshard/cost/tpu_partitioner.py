@@ -42,6 +42,7 @@ import numpy as np
 from ..hlo import parse_module, print_module
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from ..hlo.sharding import HloSharding
+from .tpu_layout import minor_pair
 
 #: the TPU chips whose algebraic simplifier puts a dot's computed operand first (:func:`operand_swaps`):
 #: read off libtpu 0.0.42.1's ``simplification-1.after_algsimp`` dumps, compiled ahead of time for
@@ -230,3 +231,73 @@ def tpu_partitioned_view(module, device: str | None = None):
         d.sharding = transposed_layout(d.sharding, _swap_dims(d))
         names.append((d.name, ""))
     return copy, names
+
+
+#: what a weight gradient may pass through between its folded dot's transpose and the update that reads it
+#: (:func:`update_layout_conflicts`): a learning-rate scale, a sign, a type conversion -- each elementwise
+#: with one computed operand, laid out as its operand
+_UPDATE_CHAIN = frozenset({"multiply", "divide", "negate", "convert"})
+
+
+def update_layout_conflicts(module, device: str | None = None) -> list[tuple]:
+    """The weight updates of ``module`` that the TPU compiler runs in another layout than the weight's own,
+    with a layout copy: ``(parameter, subtract, gradient_swapped, entry_swapped)`` per update
+    ``subtract(P, g)`` of an entry parameter ``P`` of rank 2 by a gradient ``g`` that is a folded dot's
+    transpose (:func:`fold_applies` on ``device``), through at most four :data:`_UPDATE_CHAIN` ops, whose
+    dot's written tile dims differ from ``P``'s in one dim each way (the partitioner reshards the folded
+    dot's result with an all-to-all).  Only the updates whose two layouts differ are returned
+    (:func:`resharded_updates`: all of them).
+
+    The rule (libtpu 0.0.42.1, read off its layout-assignment dumps of fused_qkv_train_step's GSPMD plan on
+    ``v5e:2x4``; BENCHMARKS.md round 35, helper tpurows): the folded dot writes its per-device result (``P``'s
+    dims under the dot's tile dims) in its least padded layout (:func:`hloshard.cost.tpu_layout.minor_pair`,
+    ties row-major); the all-to-all lays its buffer out with the exchanged dim major-most and the rest in the
+    dot's order (326 of 326 all-to-alls of round 33's compiled plans have the exchanged dim major-most), so
+    the gradient reaches the update with the dot's minor dim still minor: ``{0,1}`` when the dot's layout
+    is (``gradient_swapped``).  ``P`` keeps its own least padded layout (``minor_pair`` of its per-device
+    tile; ``entry_swapped``: ``{0,1}``; round 34's entry-layout rule).  When they differ libtpu copies either
+    the gradient into ``P``'s layout or ``P`` into the gradient's and the result back (which of the two is
+    not modelled).  Checked (``benchmarks/tpu_update_layouts.py``) on every such update of the compiled
+    samples, attention-heads and make_transformer GSPMD plans of round 33 (a solve plan's transpose pins
+    keep its dots unfolded): a copy exactly where this names a conflict, 90 / 90 updates on ``v5e:2x4``,
+    90 / 90 on ``v5p:2x2x2``, 74 / 74 on ``v6e:2x4``; held out (round 35's attention train steps at new
+    shapes): see BENCHMARKS.md.  Not priced yet: a diagnosis the benchmarks list."""
+    return [r for r in resharded_updates(module, device) if r[2] != r[3]]
+
+
+def resharded_updates(module, device: str | None = None) -> list[tuple]:
+    """Every update :func:`update_layout_conflicts` looks at, ``(parameter, subtract, gradient_swapped,
+    entry_swapped)``, its two layouts equal or not (a copy only where they differ)."""
+    out = []
+    for comp in module.computations:
+        if not getattr(comp, "is_entry", False):
+            continue
+        for t in comp.instructions:
+            if t.opcode != "transpose" or len(t.operands) != 1 or len(t.shape.dims) != 2:
+                continue
+            d = t.operands[0]
+            if not fold_applies(d, t, device):
+                continue
+            g, hops = t, 0
+            while len(g.users) == 1 and g.users[0].opcode in _UPDATE_CHAIN and hops < 4:
+                g, hops = g.users[0], hops + 1
+            for u in g.users:
+                if u.opcode != "subtract" or len(u.operands) != 2 or u.operands[1] is not g:
+                    continue
+                p = u.operands[0]
+                if p.opcode != "parameter" or len(p.shape.dims) != 2:
+                    continue
+                sd, sp = d.sharding, p.sharding
+                if sd is None or sp is None or not sd.is_tiled or not sp.is_tiled or sd.has_manual_subgroup:
+                    continue
+                td, tp = sd.tile_dims[:2], sp.tile_dims
+                gathered = [i for i in range(2) if td[i] > 1 and tp[i] == 1]
+                target = [i for i in range(2) if tp[i] > 1 and td[i] == 1]
+                if len(gathered) != 1 or len(target) != 1:
+                    continue
+                dt = str(p.shape.element_type)
+                local_dot = tuple(-(-int(n) // k) for n, k in zip(p.shape.dims, td))
+                grad_swapped = minor_pair(dt, local_dot) == (0, 1)
+                entry_swapped = minor_pair(dt, sp.tile_shape(p.shape.dims)) == (0, 1)
+                out.append((p, u, grad_swapped, entry_swapped))
+    return out
