@@ -292,9 +292,10 @@ def test_status_in_words():
 
 def test_written_vs_solver_warning_speaks_the_cost_lines_units():
     """With --device the summary's cost line is a step time: the warning that the written module's figure
-    differs from the solver's gives the solver's in seconds too (new user 19: raw units beside "2.336 ms"), and not
-    the written module's a second time (new user 23, finding 4: "the plan's objective, 1.095 ms" beside the
-    summary's "estimated step time 1.085 ms", two step times for one plan)."""
+    differs from the solver's gives the solver's in seconds too (new user 19: raw units beside "2.336 ms"); both
+    objectives are called objectives, never a second step time (new user 23, finding 4: "the plan's objective,
+    1.095 ms" beside the summary's "estimated step time 1.085 ms"; fresh-clone check 35, finding 5: the solver's
+    objective set beside the step time, a roofline, compared two different quantities)."""
     from hloshard.summary import user_warning
 
     report = {"objective": 81_933_000.0, "solver_objective": 88_460_000.0, "mesh": {"shape": [2, 4]},
@@ -302,8 +303,8 @@ def test_written_vs_solver_warning_speaks_the_cost_lines_units():
     w = "the solver's choice costs 88,460,000.00 but the written shardings 81,933,000.00"
     assert "81,933,000.00" in user_warning(w, report)
     timed = user_warning(w, dict(report, step_time={"seconds_per_unit": 1e-12}))
-    assert "88.46 us" in timed and "81.93 us" not in timed and "81,933,000" not in timed
-    assert "the estimated step time above" in timed
+    assert "88.46 us of objective" in timed and "written module's, 81.93 us" in timed and "81,933,000" not in timed
+    assert "the estimated step time above is the roofline of the written module, not its objective" in timed
 
 
 def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_zero_gap(capsys):

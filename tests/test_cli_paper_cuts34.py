@@ -176,7 +176,24 @@ def test_a_json_run_warning_points_at_the_report_not_above():
     w = "the solver's choice costs 100.00 but the written module 98.00"
     assert "the estimated step time above" in user_warning(w, report)
     said = user_warning(w, report, summary=False)
-    assert "above" not in said and "15.00 us, the report's estimated_step_time_s" in said, said
+    assert "above" not in said and "the estimated step time in the report" in said, said
+
+
+def test_the_written_vs_solver_warning_gives_the_reason_that_fits_the_direction():
+    """fresh35 item 5: a written module dearer than the solver's choice was explained by "the written module is
+    priced with the cheapest choice it allows", which can only make it cheaper; and the solver's objective was set
+    beside the step time above (a roofline), two different quantities."""
+    from hloshard.summary import user_warning
+
+    base = {"mesh": {"shape": [2, 4]}, "written_mesh": "2x4", "step_time": {"seconds_per_unit": 1e-12}}
+    w = "the solver's choice costs 2,195,276.75 but the written shardings 2,675,293.00"
+    dearer = user_warning(w, dict(base, solver_objective=2_195_276.75, objective=2_675_293.0))
+    assert "2.20 us of objective" in dearer and "2.68 us" in dearer, dearer
+    assert "some of the solver's choices are not among them" in dearer
+    assert "priced with the cheapest choice it allows" not in dearer
+    assert "roofline of the written module, not its objective" in dearer
+    cheaper = user_warning(w, dict(base, solver_objective=2_675_293.0, objective=2_195_276.75))
+    assert "priced with the cheapest choice it allows" in cheaper and "not among them" not in cheaper, cheaper
 
 
 def test_a_non_integer_seed_is_called_what_it_is():

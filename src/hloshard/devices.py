@@ -636,9 +636,15 @@ def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ..
     ``=`` / ``,`` / ``x`` (``'data=2 :dcn'``).  The axes are split as
     :meth:`hloshard.mesh.DeviceMesh.parse` splits them (``,`` between named axes, else ``x`` / ``X`` /
     ``*``).  Returns ``(spec, None)`` when no axis is marked. Raises UsageError for a mark other than
-    ``ici`` / ``dcn`` (the message echoes ``spec`` as given)."""
+    ``ici`` / ``dcn`` (the message echoes ``spec`` as given), and for marks on ``auto`` (``'auto:dcn'``: the
+    meshes ``--mesh auto`` tries have their links from ``--device``; fresh-clone check 35, item 7a: it was refused
+    as ``--mesh auto`` itself, "available in `hloshard solve`", inside ``solve``)."""
     if spec is None or ":" not in spec:
         return spec, None
+    if spec.partition(":")[0].strip().lower() == "auto":
+        raise UsageError(f"--mesh {spec}: `auto` takes no link marks: each mesh --mesh auto tries has its axes' "
+                         f"links from --device (the innermost axes up to the device's devices per node within a "
+                         f"node, the rest across nodes)")
     named = "=" in spec
     parts = spec.split(",") if named else re.split(r"[xX*]", spec)
     clean, marks = [], []

@@ -216,20 +216,24 @@ def user_warning(w: str, report: dict, summary: bool = True) -> str:
                    f"not pin every choice")
         else:
             why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
+        own, written_cost = report["solver_objective"], report["objective"]
+        # which way the two differ decides the reason (fresh-clone check 35, finding 5: "priced with the cheapest
+        # choice it allows" was said of a written module dearer than the solver's choice, which it cannot make)
+        if written_cost > own:
+            how = (f"{why}; `hloshard cost` prices the cheapest choice the written shardings allow, and some of the "
+                   f"solver's choices are not among them")
+        else:
+            how = f"{why}, and the written module is priced with the cheapest choice it allows"
         if spu:   # --device: in seconds, as the cost line (new user 19: raw units beside ms)
-            # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
-            # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
-            return (f"the solver's own figure for this plan, {format_seconds(report['solver_objective'] * spu)}, "
-                    f"is not the written module's ("
-                    + ("the estimated step time above" if summary else
-                       f"its estimated step time, {format_seconds(report['estimated_step_time_s'])}, the report's "
-                       f"estimated_step_time_s" if report.get("estimated_step_time_s") is not None else
-                       "its estimated step time in the report")
-                    + f", what `hloshard cost --device` says of it): it differs because {why}, and the written "
-                      f"module is priced with the cheapest choice it allows")
-        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
-                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
-                f"differs because {why}, and the written module is priced with the cheapest choice it allows")
+            # the objective in seconds, beside the written module's objective in seconds: like with like (fresh-clone
+            # check 35, finding 5: the warning set the solver's objective beside the step time above, a roofline)
+            return (f"the solver's own figure for this plan, {format_seconds(own * spu)} of objective, is not the "
+                    f"written module's, {format_seconds(written_cost * spu)} (what `hloshard cost --device` says of "
+                    f"it; the estimated step time "
+                    + ("above" if summary else "in the report") +
+                    f" is the roofline of the written module, not its objective): it differs because {how}")
+        return (f"the reported cost {written_cost:,.2f} is that of the module as written (what "
+                f"`hloshard cost` says of it); the solver's own figure, {own:,.2f}, differs because {how}")
     return w
 
 

@@ -892,6 +892,12 @@ def _run(ctx: _Ctx, start: str):
             if re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*=", text[tok.start_pos:tok.start_pos + 200]):
                 ctx.error_at(f"a bare instruction name needs a space before '=' ({tok.value} = ...) or a '%' "
                              f"(%{tok.value}=...)", tok.start_pos)
+            after = text[tok.end_pos:tok.end_pos + 1]
+            if after and not after.isspace() and after not in "=%({[,":
+                # a character no name holds, right after the name (fresh-clone check 35, item 7b: the name was
+                # blamed, `unexpected 'p'`, with the caret under it, for `p\x1b = ...`)
+                ctx.error_at(f"unexpected character {after!r} after the instruction name {tok.value!r}; expected "
+                             f"' = ' and the instruction's shape", tok.end_pos)
         if tok.value.startswith("{") and re.match(r"\{[0-9,\s]*:[^{}]*P\(", tok.value):
             ctx.error_at(f"Layout has physical shape, but is not for a sparse array: {tok.value}",
                          _next_token_pos(text, tok.end_pos))

@@ -1,0 +1,50 @@
+"""The fresh-clone check 35's CLI items (round 36, lead): `--mesh auto:dcn` inside `solve`, a bad character right after
+an instruction's name.  Each test reads the message the command gives and fails on round 35's main."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from tests.conftest import ROOT
+
+MLP_PRE = ROOT / "samples" / "mlp_train_step.pre.hlo"
+
+
+def run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def test_link_marks_on_mesh_auto_are_refused_for_what_they_are(tmp_path):
+    """fresh35 item 7a: ``solve --mesh auto:dcn`` said "--mesh auto ... is available in `hloshard solve`", inside
+    solve.  It is the mark that is refused; nothing is written."""
+    out = tmp_path / "o.hlo"
+    r = run(["solve", MLP_PRE, "--mesh", "auto:dcn", "--device", "h100-sxm", "-o", out])
+    assert r.exit_code == 2, r.output
+    assert "`auto` takes no link marks" in r.stderr and "available in `hloshard solve`" not in r.stderr, r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("bad", ["\x1b", "$", "\u00e9", "\x01"])
+def test_a_bad_character_after_a_name_is_the_one_blamed(tmp_path, bad):
+    """fresh35 item 7b: ``p<ESC> = f32[2]{0} parameter(0)`` was reported as "unexpected 'p'" at the name's column;
+    the character after it is the error, at its own column."""
+    src = tmp_path / "bad.hlo"
+    src.write_text("HloModule m\n\nENTRY e {\n  p" + bad + " = f32[2]{0} parameter(0)\n"
+                   "  ROOT a = f32[2]{0} add(p, p)\n}\n", encoding="utf-8")
+    r = run(["cost", src, "--mesh", "2"])
+    assert r.exit_code == 2, r.output
+    first = r.stderr.splitlines()[0]
+    assert first == f"{src}:4:4: error: unexpected character {bad!r} after the instruction name 'p'; expected " \
+                    f"' = ' and the instruction's shape", first
+    assert "Traceback" not in r.output
+
+
+def test_a_name_touching_its_equals_sign_keeps_its_message(tmp_path):
+    """The round-30 message for ``p= ...`` (a bare name touching '=') is unchanged by the rule above."""
+    src = tmp_path / "bad.hlo"
+    src.write_text("HloModule m\n\nENTRY e {\n  p= f32[2]{0} parameter(0)\n  ROOT a = f32[2]{0} add(p, p)\n}\n")
+    r = run(["cost", src, "--mesh", "2"])
+    assert r.exit_code == 2, r.output
+    assert "a bare instruction name needs a space before '='" in r.stderr, r.stderr
