@@ -48,3 +48,17 @@ def test_a_name_touching_its_equals_sign_keeps_its_message(tmp_path):
     r = run(["cost", src, "--mesh", "2"])
     assert r.exit_code == 2, r.output
     assert "a bare instruction name needs a space before '='" in r.stderr, r.stderr
+
+
+def test_the_replicated_step_warning_says_most_when_matmuls_are_partly_split():
+    """fresh35 item 7c: "each of the 8 devices computes all of it" beside "matmuls repeated: each device runs 5.38x
+    its 1/8 share" (the plan split two weight-gradient convolutions): the warning gives the share it computes."""
+    from hloshard.autoshard.report import _all_replicated_note
+
+    report = {"objective": 1000.0, "peak_memory_per_device": 2 ** 20}
+    whole = _all_replicated_note(report, [], None, 8, cli=True)
+    assert "devices computes all of it" in whole
+    partly = _all_replicated_note(dict(report, step_time={"matmul_repeat": 5.38}), [], None, 8, cli=True)
+    assert "devices computes most of it (its dot and convolution flops 5.38x its 1/8 share)" in partly, partly
+    full = _all_replicated_note(dict(report, step_time={"matmul_repeat": 8.0}), [], None, 8, cli=True)
+    assert "devices computes all of it" in full

@@ -427,8 +427,16 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
         remedy = ("Pass `memory_budget=` (bytes per device: the plan then shards what it must to fit)"
                   + ("" if device is not None else " or `device=` (flops and links priced in seconds)")
                   + " to trade collective bytes for memory or time; `state={}` unties the state.")
+    repeat = (report.get("step_time") or {}).get("matmul_repeat")
+    if repeat is not None and round(float(repeat), 2) < num_devices:
+        # some intermediates split although every argument is replicated (fresh-clone check 35, item 7c: "computes
+        # all of it" beside "matmuls repeated: each device runs 5.38x its 1/8 share")
+        computes = (f"devices computes most of it (its dot and convolution flops {float(repeat):.2f}x its "
+                    f"1/{num_devices} share)")
+    else:
+        computes = "devices computes all of it"
     return (f"the plan replicates the whole step: {args}, so each of the {num_devices} "
-            f"devices computes all of it ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
+            f"{computes} ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
             f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
             f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
             "memory outweighs the collectives. " + remedy)
