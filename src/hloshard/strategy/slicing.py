@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
-from .registry import register, register_backward, register_result_flops, result_flops
+from .registry import read_anywhere, register, register_backward, register_result_flops, result_flops
 from ..cost import collectives
 
 
@@ -105,6 +105,63 @@ def dus_update_in_one_shard(instr, spec, minfo) -> bool:
         if start // per != (start + size - 1) // per:
             return False
     return True
+
+
+def propagated_buffer_layout(instr):
+    """The layout XLA gives the buffer (operand 0) of the dynamic-update-slice ``instr`` when that
+    buffer is a broadcast of a scalar that several instructions read
+    (:func:`hloshard.strategy.registry.read_anywhere`) and every reader of its shape carries a written
+    sharding: jax's StableHLO route drops the broadcast's own sharding and GSPMD's propagation gives it
+    the most-tiled of its readers' (measured with jaxlib 0.10.2: zeros read by writes laid out
+    ``[4,1,1,1,2]`` and ``[8,1,1,1]`` came in as ``[8,1,1,1]``, tests/test_dus_partition.py).  None
+    when the buffer is not such a broadcast, when a reader is unsharded or tuple-sharded, or when two
+    different readers' layouts tie for the most tiles (not measured)."""
+    op = instr.operands[0]
+    if not read_anywhere(op) or op.opcode != "broadcast":
+        return None
+    best = None
+    for u in op.users:
+        if tuple(u.shape.dims) != tuple(op.shape.dims) or not is_array(u.shape):
+            continue
+        sh = u.sharding
+        if sh is None or isinstance(sh, str) or not (sh.is_tiled or sh.is_replicated):
+            return None
+        sh = sh.without_metadata()
+        if best is None or sh.num_tiles > best.num_tiles:
+            best = sh
+        elif sh.num_tiles == best.num_tiles and sh != best:
+            return None
+    return best
+
+
+def buffer_layout_comm(instr, out_spec, ctx):
+    """``(update layout, comm, collectives)`` of the dynamic-update-slice ``instr`` written in
+    ``out_spec`` when XLA computes it in its buffer's layout instead (XLA SPMD partitioner,
+    ``HandleDynamicUpdateSlice``, "default" method: the buffer's sharding when it has more tiles than the
+    result's, replicated along the slice dims; the update resharded to it; the result resharded to
+    ``out_spec``): for a buffer whose layout is XLA's propagation's (:func:`propagated_buffer_layout`).
+    None when XLA computes in ``out_spec`` itself (the update lands in one shard,
+    :func:`dus_update_in_one_shard`, or the buffer has no more tiles)."""
+    from ..cost import reshard
+
+    minfo = ctx.minfo
+    if not is_mesh_spec(out_spec) or dus_update_in_one_shard(instr, out_spec, minfo):
+        return None
+    x = propagated_buffer_layout(instr)
+    if x is None:
+        return None
+    rank = len(instr.shape.dims)
+    out_sh = minfo.to_sharding(out_spec, rank)
+    if x.num_tiles <= out_sh.num_tiles:
+        return None
+    try:
+        w = unshard_dims(minfo.from_sharding(x, rank), dus_slice_dims(instr))
+    except Exception:  # noqa: BLE001 -- a layout the mesh cannot express: not modelled
+        return None
+    if w == out_spec:
+        return None
+    rp = reshard.plan(instr.shape, minfo.to_sharding(w, rank), out_sh, ctx.mesh)
+    return w, rp.total_cost, tuple(rp.predicted_collectives())
 
 
 def _ranges(n: int, k: int) -> list:
@@ -413,7 +470,10 @@ def handle_slicing(instr, ctx):
         if instr.opcode == "concatenate":
             d = (instr.dimensions or [0])[0]
             return free_group(instr, ctx, lambda s: None if s[d] else tuple(s for _ in instr.operands))
-        return free_group(instr, ctx, inputs_for, fpe)
+        g = free_group(instr, ctx, inputs_for, fpe)
+        if instr.opcode == "dynamic-update-slice":
+            _buffer_layout(instr, g, ctx)
+        return g
 
     def transform(spec):
         if not is_mesh_spec(spec):
@@ -421,7 +481,36 @@ def handle_slicing(instr, ctx):
         out, inputs = _inputs(instr, spec, changed, minfo)
         return out, inputs, 0.0
 
-    return follow_group(instr, ctx, 0, transform, flops_per_element=fpe)
+    g = follow_group(instr, ctx, 0, transform, flops_per_element=fpe)
+    if instr.opcode == "dynamic-update-slice":
+        _buffer_layout(instr, g, ctx)
+    return g
+
+
+def _buffer_layout(instr, g, ctx) -> None:
+    """Under a written layout of ``instr`` (``cost`` of a module as given), the strategies of ``g`` that
+    produce it are priced as XLA computes them when it works in the shared zeros' propagated layout
+    (:func:`buffer_layout_comm`): the update is required in that layout and the result's resharding is
+    the strategy's own communication."""
+    want = ctx.fixed.get(instr)
+    if want is None or isinstance(want, str) or not getattr(want, "is_tiled", False) and \
+            not getattr(want, "is_replicated", False):
+        return
+    rank = len(instr.shape.dims)
+    try:
+        out_spec = ctx.minfo.from_sharding(want, rank)
+    except Exception:  # noqa: BLE001 -- not expressible on the mesh: left as it is
+        return
+    res = buffer_layout_comm(instr, out_spec, ctx)
+    if res is None:
+        return
+    w, comm, cols = res
+    for st in g.strategies:
+        if st.out != out_spec:
+            continue
+        st.inputs = (None, w) + tuple(st.inputs[2:])
+        st.comm = (st.comm or 0.0) + comm
+        st.collectives = tuple(st.collectives or ()) + cols
 
 
 @register_backward("slice", "dynamic-slice", "dynamic-update-slice", "pad", "concatenate")
