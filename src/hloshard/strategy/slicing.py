@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
-from .registry import read_anywhere, register, register_backward, register_result_flops, result_flops
+from .registry import read_anywhere, rematerialized, register, register_backward, register_result_flops, result_flops
 from ..cost import collectives
 
 
@@ -134,6 +134,28 @@ def propagated_buffer_layout(instr):
     return best
 
 
+def buffer_sharding(instr, ctx):
+    """The sharding XLA's dynamic-update-slice handler reads for the buffer (operand 0) of ``instr``: a
+    scalar broadcast's propagated one (:func:`propagated_buffer_layout`), else the buffer's own layout when
+    its node has one (a written module under ``cost``); None while it is open (``solve``'s graph, where
+    the follower strategies already compute in the buffer's layout) or unknown."""
+    op = instr.operands[0]
+    if rematerialized(op):
+        return propagated_buffer_layout(instr)
+    r = ctx.resolve(op, 0) if op in ctx.groups else None
+    if not isinstance(r, tuple) or not r[0].strategies:
+        return None
+    g, leaf = r
+    outs = {str(st.out if leaf is None else st.out[leaf]) for st in g.strategies}
+    if len(outs) != 1:
+        return None
+    st = g.strategies[0]
+    spec = st.out if leaf is None else st.out[leaf]
+    if not is_mesh_spec(spec):
+        return None
+    return ctx.minfo.to_sharding(spec, len(op.shape.dims))
+
+
 def buffer_layout_comm(instr, out_spec, ctx):
     """``(update layout, comm, collectives)`` of the dynamic-update-slice ``instr`` written in
     ``out_spec`` when XLA computes it in its buffer's layout instead (XLA SPMD partitioner,
@@ -147,7 +169,7 @@ def buffer_layout_comm(instr, out_spec, ctx):
     minfo = ctx.minfo
     if not is_mesh_spec(out_spec) or dus_update_in_one_shard(instr, out_spec, minfo):
         return None
-    x = propagated_buffer_layout(instr)
+    x = buffer_sharding(instr, ctx)
     if x is None:
         return None
     rank = len(instr.shape.dims)
@@ -490,8 +512,9 @@ def handle_slicing(instr, ctx):
 def _buffer_layout(instr, g, ctx) -> None:
     """Under a written layout of ``instr`` (``cost`` of a module as given), the strategies of ``g`` that
     produce it are priced as XLA computes them when it works in the shared zeros' propagated layout
-    (:func:`buffer_layout_comm`): the update is required in that layout and the result's resharding is
-    the strategy's own communication."""
+    (:func:`buffer_layout_comm`: its buffer's layout, a written one or the shared zeros' propagated one,
+    has more tiles): the buffer and the update are required in that layout and the result's resharding
+    is the strategy's own communication."""
     want = ctx.fixed.get(instr)
     if want is None or isinstance(want, str) or not getattr(want, "is_tiled", False) and \
             not getattr(want, "is_replicated", False):
@@ -508,7 +531,7 @@ def _buffer_layout(instr, g, ctx) -> None:
     for st in g.strategies:
         if st.out != out_spec:
             continue
-        st.inputs = (None, w) + tuple(st.inputs[2:])
+        st.inputs = (None if rematerialized(instr.operands[0]) else w, w) + tuple(st.inputs[2:])
         st.comm = (st.comm or 0.0) + comm
         st.collectives = tuple(st.collectives or ()) + cols
 
