@@ -57,13 +57,14 @@ def _dus(name, buffer, update, ushape, out, consts=None):
 def _zeros(tag: str, zero: int):
     """Two writes of a step into one broadcast of ``zero`` (distinct per case: XLA merges equal ones),
     ``w4_<tag>`` laid out ``[4,1,1,2]`` (4 tiles) and ``w8_<tag>`` ``[8,1,1]``, each update split
-    8 ways on the batch."""
+    8 ways on the batch; their sum in ``[4,1,1,2]`` (both writes live, as a loop's accumulators are)."""
     return (tag, [("f32[8,1,32]", B8), ("f32[8,1,32]", B8), I],
             [(f"z_{tag}", "f32[]", f"constant({zero})", R),
              (f"k_{tag}", "s32[]", "constant(0)", R),
              (f"o_{tag}", B, f"broadcast(z_{tag}), dimensions={{}}", "{devices=[1,1,8]<=[8]}"),
              (f"w8_{tag}", B, f"dynamic-update-slice(o_{tag}, $1, k_{tag}, $2, k_{tag})", B8),
-             (f"w4_{tag}", B, f"dynamic-update-slice(o_{tag}, $0, k_{tag}, $2, k_{tag})", B4)])
+             (f"w4_{tag}", B, f"dynamic-update-slice(o_{tag}, $0, k_{tag}, $2, k_{tag})", B4),
+             (f"s_{tag}", B, f"add(w4_{tag}, w8_{tag})", B4)])
 
 
 CASES = [
@@ -84,7 +85,7 @@ CASES = [
     _zeros("zeros_pinned", 1),
 ]
 SINGLE = [c[0] for c in CASES if not c[0].startswith("zeros")]
-ZEROS = [f"{w}_{t}" for t in ("zeros_control", "zeros_pinned") for w in ("w4", "w8")]
+ZEROS = [f"{w}_{t}" for t in ("zeros_control", "zeros_pinned") for w in ("w4", "w8", "s")]
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,13 +123,13 @@ def test_measured_figures():
     a time-split buffer moves nothing; a 4-long one at a runtime index gathers the buffer over the 8
     devices (7/8 x 64 KiB = 57,344); a buffer with more tiles than the result: the result's f32[1,64,32]
     tile gathered over pairs (8,192); the shared zeros: the 4-tile write is computed 8-way and gathered
-    whole, unless pinned (then the 1 KiB update is gathered over pairs: 512)."""
+    whole, unless pinned (then the update's f32[1,1,32] tile is gathered over pairs: 128)."""
     res = _results()[0]
     assert res["t1_time8"][0] == []
     assert res["t4_time8"][0] == [("all-gather", 8, 57344)]
     assert res["more_tiles"][0] == [("all-gather", 2, 8192)]
     assert res["w4_zeros_control"][0] == [("all-gather", 2, 8192)]
-    assert res["w4_zeros_pinned"][0] == [("all-gather", 2, 512)]
+    assert res["w4_zeros_pinned"][0] == [("all-gather", 2, 128)]
 
 
 def test_only_the_shared_zeros_are_pinned():
