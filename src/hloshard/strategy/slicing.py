@@ -17,7 +17,7 @@ from __future__ import annotations
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
 from .registry import read_anywhere, rematerialized, register, register_backward, register_result_flops, result_flops
-from ..cost import collectives
+from ..cost import collectives, reshard
 
 
 def _changed_dims(instr):
@@ -164,8 +164,6 @@ def buffer_layout_comm(instr, out_spec, ctx):
     ``out_spec``): for a buffer whose layout is XLA's propagation's (:func:`propagated_buffer_layout`).
     None when XLA computes in ``out_spec`` itself (the update lands in one shard,
     :func:`dus_update_in_one_shard`, or the buffer has no more tiles)."""
-    from ..cost import reshard
-
     minfo = ctx.minfo
     if not is_mesh_spec(out_spec) or dus_update_in_one_shard(instr, out_spec, minfo):
         return None
