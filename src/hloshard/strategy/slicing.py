@@ -7,7 +7,12 @@ is then read base-dilated, :func:`pad_dilations`), and pays the halo exchange
 dim and back (all-to-alls, :func:`concat_comm`).  For the other ops (dynamic-slice,
 dynamic-update-slice, pads with negative padding beside interior padding) a dim whose extent changes cannot stay split: the
 follower keeps the operand's layout on every other dim and requires that dim *replicated* of the
-operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Index operands and
+operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Except, as
+XLA's ``HandleDynamicUpdateSlice`` does, a dynamic-update-slice whose update lands in one shard of every split
+slice dim (:func:`dus_update_in_one_shard`: a scan step's 1-long write): the buffer keeps its split and only the
+update is gathered along the slice dims; and a written dynamic-update-slice whose buffer has more tiles than its
+result (its own layout, or shared zeros' propagated one, :func:`buffer_layout_comm`) is computed in the buffer's
+layout and its result resharded (tests/test_dus_partition.py).  Index operands and
 padding values are scalars required replicated.  reverse keeps the layout; reversing a split dim
 moves every shard to its mirror device, charged as a collective-permute of the per-device bytes.
 """
