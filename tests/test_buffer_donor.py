@@ -13,7 +13,7 @@ from hloshard.autoshard import evaluate_module
 from hloshard.hlo.attributes import AttrError, parse_buffer_donor
 from hloshard.hlo.parser import parse_module
 from hloshard.mesh import DeviceMesh
-from hloshard.strategy.ties import donated_aliases, donor_aliases, module_ties
+from hloshard.strategy.ties import Tie, donated_aliases, donor_aliases, module_ties
 from hloshard.xla_compare import tag_module_text
 
 S = "{devices=[8,1]<=[8]}"
@@ -68,6 +68,8 @@ def test_donors_pair_with_the_first_free_output_of_their_shape():
     ties = module_ties(m)
     assert [(t.output, t.param, t.donated, t.source) for t in ties] == [((1,), 0, True, "buffer_donor"),
                                                                       ((2,), 1, True, "buffer_donor")]
+    m.ties = [Tie((1,), 0, source="state")]   # auto_shard's own tie of output 1: no second one from the donor
+    assert [(t.output, t.source) for t in module_ties(m)] == [((2,), "buffer_donor"), ((1,), "state")]
 
 
 def test_donated_inputs_are_freed_by_the_memory_model():

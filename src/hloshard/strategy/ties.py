@@ -225,14 +225,17 @@ def donors_as_aliases(module) -> dict | None:
 
 def module_ties(module) -> list:
     """The module's ties: its ``input_output_alias`` pairs and its ``buffer_donor`` parameters paired
-    with their outputs (:func:`donor_aliases`), all donated, then ``module.ties``."""
+    with their outputs (:func:`donor_aliases`; not for an output ``module.ties`` ties already), all donated,
+    then ``module.ties``."""
     try:
         pairs = module.input_output_alias
     except Exception:  # noqa: BLE001
         pairs = []
     out = [Tie(tuple(o), int(p), tuple(pi), "tie", True, "input_output_alias") for o, p, pi in pairs or []]
-    out += [Tie(o, p, pi, "tie", True, "buffer_donor") for o, p, pi in donor_aliases(module)]
-    return out + list(getattr(module, "ties", None) or [])
+    given = list(getattr(module, "ties", None) or [])
+    named = {tuple(t.output) for t in given}   # a caller's tie of the same output (auto_shard's donated state) wins
+    out += [Tie(o, p, pi, "tie", True, "buffer_donor") for o, p, pi in donor_aliases(module) if o not in named]
+    return out + given
 
 
 def tie_words_of(tie: Tie) -> str:
