@@ -57,6 +57,7 @@ from .autoshard import reshardings_of
 from .hlo import print_module
 from .hlo.attributes import Raw
 from .hlo.inline import inline_calls
+from .strategy.ties import donors_as_aliases
 from .hlo.shape import parse_shape
 from .peak import peak_tensors
 from .sdy_mesh import SDY_RESULT_TARGETS
@@ -321,6 +322,10 @@ def tag_module_text(module) -> tuple[str, dict]:
     inline_calls(module)
     tags: dict = {}
     saved = []
+    header = module.attrs
+    donors = donors_as_aliases(module)   # XLA frees the donated inputs as jax.jit of the module does
+    if donors is not None:
+        module.attrs = donors
     try:
         for k, instr in enumerate(module.all_instructions()):
             name = f"{TAG_PREFIX}{k}"
@@ -333,6 +338,7 @@ def tag_module_text(module) -> tuple[str, dict]:
                 instr.attrs.pop("custom_call_has_side_effect", None)
         text = print_module(module)
     finally:
+        module.attrs = header
         for instr, old in saved:
             instr.attrs.clear()
             instr.attrs.update(old)

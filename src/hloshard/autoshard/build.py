@@ -54,6 +54,7 @@ from ..hlo.inline import inline_calls
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
 from ..strategy.sharing import GroupSharing
+from ..strategy.ties import donated_aliases
 from ..strategy.registry import BuildContext
 from ..strategy.collectives import charged_collective
 from ..strategy.realize import PINNED_OPS
@@ -1017,13 +1018,15 @@ def _required(g, st, inst, leaf):
 
 
 def _donated_nodes(module, leaf_nodes) -> list:
-    """Nodes of the entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
+    """Nodes of the entry output leaves that ``input_output_alias`` or ``buffer_donor`` places in a
+    parameter's buffer (:func:`hloshard.strategy.ties.donated_aliases`)."""
     root = module.entry.root
-    if root is None or not module.input_output_alias:
+    pairs = donated_aliases(module)
+    if root is None or not pairs:
         return []
     nodes = leaf_nodes(root)   # one per array leaf of the output, in order
     out = []
-    for out_index, _param, _pindex in module.input_output_alias:
+    for out_index, _param, _pindex in pairs:
         k = _array_leaf_index(root.shape, tuple(out_index))
         if k is not None and k < len(nodes):
             out.append(nodes[k])

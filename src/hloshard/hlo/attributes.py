@@ -1026,6 +1026,20 @@ def check_buffer_donor(text: str) -> None:
     r.take(kind="end")
 
 
+def parse_buffer_donor(text: str) -> list[tuple[int, tuple[int, ...]]]:
+    """``buffer_donor={ (0, {}), (2, {1}) }`` (the module header: parameters whose buffers the caller
+    donates, jax's ``donate_argnums`` of sharded arguments) as ``[(param_number, param_index)]`` in written
+    order; ``[]`` for an empty or absent value.  Raises :class:`AttrError` for text
+    :func:`check_buffer_donor` refuses."""
+    if not text or not str(text).strip():
+        return []
+    check_buffer_donor(str(text))
+    out = []
+    for m in re.finditer(r"\(\s*(\d+)\s*,\s*\{([0-9,\s]*)\}\s*\)", str(text)):
+        out.append((int(m.group(1)), tuple(int(x) for x in m.group(2).split(",") if x.strip())))
+    return out
+
+
 #: custom-call ``api_version=`` names XLA's parser knows (``API_VERSION_UNSPECIFIED`` parses as a name
 #: but XLA refuses it once the instruction is built: "Invalid API version")
 API_VERSIONS = frozenset({"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",

@@ -13,13 +13,15 @@ shape, attributes (called computations by a structural fingerprint, metadata lef
 user sharding the instruction must keep (``ctx.fixed``, compared semantically), and per operand its
 position of first occurrence, opcode, shape, whether XLA rematerialises it
 (:func:`hloshard.strategy.registry.rematerialized`) and whether several instructions read it
-(:func:`~hloshard.strategy.registry.read_anywhere`), and for each array leaf the identity of the
+(:func:`~hloshard.strategy.registry.read_anywhere`), a constant operand's literal (a
+dynamic-update-slice's constant start decides whether XLA keeps the buffer split), and for each array leaf the identity of the
 strategy list of the node that owns it (with its leaf index, ``fixed`` and ``multi``), and the order
 in which those nodes were built (the elementwise handler breaks a tie between operands by it).  Only the
 handlers in :data:`SHAREABLE_MODULES` are shared (they read nothing else of the module and change
 nothing in the context); control flow, tuples, custom calls and collectives (which read the module,
 alias called parameters or record manual nodes), manual instructions, groups with explicit
-``operands`` and builds with a device roofline (:func:`hloshard.strategy.base.price_roofline` reads
+``operands``, a dynamic-update-slice into zeros other instructions read (priced from those readers'
+layouts) and builds with a device roofline (:func:`hloshard.strategy.base.price_roofline` reads
 the producers of the operands, beyond the signature) are built as before.
 
 A group built afresh whose strategies equal an earlier list's field by field (:func:`content_key`) is
@@ -122,8 +124,10 @@ class GroupSharing:
                     g, leaf = r
                     leaves.append((id(g.strategies), leaf, g.fixed, g.multi))
                     seqs.append(g.seq)
+            if k == 0 and instr.opcode == "dynamic-update-slice" and read_anywhere(op):
+                return None   # priced from the shared zeros' other readers (slicing.propagated_buffer_layout)
             ops.append((first.setdefault(id(op), k), op.opcode, op.shape, rematerialized(op), read_anywhere(op),
-                        tuple(leaves)))
+                        tuple(leaves), getattr(op, "literal", None) if op.opcode == "constant" else None))
         order = tuple(sorted(seqs).index(q) for q in seqs)
         try:
             attrs = self._attrs(instr.attrs)

@@ -7,7 +7,12 @@ is then read base-dilated, :func:`pad_dilations`), and pays the halo exchange
 dim and back (all-to-alls, :func:`concat_comm`).  For the other ops (dynamic-slice,
 dynamic-update-slice, pads with negative padding beside interior padding) a dim whose extent changes cannot stay split: the
 follower keeps the operand's layout on every other dim and requires that dim *replicated* of the
-operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Index operands and
+operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Except, as
+XLA's ``HandleDynamicUpdateSlice`` does, a dynamic-update-slice whose update lands in one shard of every split
+slice dim (:func:`dus_update_in_one_shard`: a scan step's 1-long write): the buffer keeps its split and only the
+update is gathered along the slice dims; and a written dynamic-update-slice whose buffer has more tiles than its
+result (its own layout, or shared zeros' propagated one, :func:`buffer_layout_comm`) is computed in the buffer's
+layout and its result resharded (tests/test_dus_partition.py).  Index operands and
 padding values are scalars required replicated.  reverse keeps the layout; reversing a split dim
 moves every shard to its mirror device, charged as a collective-permute of the per-device bytes.
 """
@@ -16,8 +21,8 @@ from __future__ import annotations
 
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
-from .registry import register, register_backward, register_result_flops, result_flops
-from ..cost import collectives
+from .registry import read_anywhere, rematerialized, register, register_backward, register_result_flops, result_flops
+from ..cost import collectives, reshard
 
 
 def _changed_dims(instr):
@@ -36,7 +41,7 @@ def _pad_changed(instr):
     return sorted(set(changed) | set(_changed_dims(instr)))
 
 
-def _inputs(instr, spec, changed):
+def _inputs(instr, spec, changed, minfo=None):
     rank = len(instr.shape.dims)
     s = unshard_dims(spec, changed)
     op = instr.opcode
@@ -51,11 +56,137 @@ def _inputs(instr, spec, changed):
         s = unshard_dims(spec, [d])
         return s, tuple(s for _ in instr.operands)
     if op == "dynamic-update-slice":
-        upd = instr.operands[1]
-        small = [d for d in range(rank) if upd.shape.dims[d] != instr.shape.dims[d]]
+        small = dus_slice_dims(instr)
+        idx = tuple(replicated_spec(len(o.shape.dims)) for o in instr.operands[2:])
+        if minfo is not None and dus_update_in_one_shard(instr, spec, minfo):
+            # XLA's "update on a single partition": the buffer keeps its split slice dims, the update
+            # comes replicated along every slice dim, each shard writes what falls inside it
+            return spec, (spec, unshard_dims(spec, small)) + idx
         s = unshard_dims(spec, small)
-        return s, (s, s) + tuple(replicated_spec(len(o.shape.dims)) for o in instr.operands[2:])
+        return s, (s, s) + idx
     return s, (s,)
+
+
+def dus_slice_dims(instr) -> list:
+    """The slice dims of a dynamic-update-slice: those where the update (operand 1) is smaller than the
+    result."""
+    upd = instr.operands[1]
+    return [d for d, (a, b) in enumerate(zip(upd.shape.dims, instr.shape.dims)) if a != b]
+
+
+def dus_update_in_one_shard(instr, spec, minfo) -> bool:
+    """Does XLA partition the dynamic-update-slice ``instr`` laid out in ``spec`` (its result and
+    operand 0) without gathering the buffer: ``spec`` splits at least one slice dim
+    (:func:`dus_slice_dims`) and on every split slice dim the update lands inside one shard -- the
+    update is 1 long there, or its start index is a constant and ``[start, start + size)`` lies within
+    one shard (ceil tiling).  Then each device writes the part of the update that falls in its shard
+    (a ``select`` on whether the index is in range) and the update is only gathered along the slice
+    dims.  Otherwise XLA replicates the buffer, the update and the result along the slice dims.
+
+    Source: XLA SPMD partitioner, ``HandleDynamicUpdateSlice`` / ``AnalyzeDynamicUpdateSlice``
+    (methods "default" and "update on a single partition"; the constant-index method needs
+    ``xla_enable_enzyme_comms_opt``, off by default).  Measured with jaxlib 0.10.2:
+    tests/test_dus_partition.py.  False for a ``spec`` that is not a mesh spec."""
+    if not is_mesh_spec(spec):
+        return False
+    upd = instr.operands[1]
+    split = [d for d in dus_slice_dims(instr) if d < len(spec) and spec[d]]
+    if not split:
+        return False
+    for d in split:
+        size = upd.shape.dims[d]
+        if size == 1:
+            continue
+        index = instr.operands[2 + d] if 2 + d < len(instr.operands) else None
+        if index is None or index.opcode != "constant":
+            return False
+        try:
+            start = int(index.literal_value())
+        except Exception:  # noqa: BLE001 -- an index literal we cannot read: XLA's default method
+            return False
+        n = instr.shape.dims[d]
+        start = min(max(start, 0), n - size)   # XLA clamps the start so the update fits
+        per = -(-n // minfo.split(spec[d]))
+        if start // per != (start + size - 1) // per:
+            return False
+    return True
+
+
+def propagated_buffer_layout(instr):
+    """The layout XLA gives the buffer (operand 0) of the dynamic-update-slice ``instr`` when that
+    buffer is a broadcast of a scalar that several instructions read
+    (:func:`hloshard.strategy.registry.read_anywhere`) and every reader of its shape carries a written
+    sharding: jax's StableHLO route drops the broadcast's own sharding and GSPMD's propagation gives it
+    the most-tiled of its readers' (measured with jaxlib 0.10.2: zeros read by writes laid out
+    ``[4,1,1,1,2]`` and ``[8,1,1,1]`` came in as ``[8,1,1,1]``, tests/test_dus_partition.py).  None
+    when the buffer is not such a broadcast, when a reader is unsharded or tuple-sharded, or when two
+    different readers' layouts tie for the most tiles (not measured)."""
+    op = instr.operands[0]
+    if not read_anywhere(op) or op.opcode != "broadcast":
+        return None
+    best = None
+    for u in op.users:
+        if tuple(u.shape.dims) != tuple(op.shape.dims) or not is_array(u.shape):
+            continue
+        sh = u.sharding
+        if sh is None or isinstance(sh, str) or not (sh.is_tiled or sh.is_replicated):
+            return None
+        sh = sh.without_metadata()
+        if best is None or sh.num_tiles > best.num_tiles:
+            best = sh
+        elif sh.num_tiles == best.num_tiles and sh != best:
+            return None
+    return best
+
+
+def buffer_sharding(instr, ctx):
+    """The sharding XLA's dynamic-update-slice handler reads for the buffer (operand 0) of ``instr``: a
+    scalar broadcast's propagated one (:func:`propagated_buffer_layout`), else the buffer's own layout when
+    its node has one (a written module under ``cost``); None while it is open (``solve``'s graph, where
+    the follower strategies already compute in the buffer's layout) or unknown."""
+    op = instr.operands[0]
+    if rematerialized(op):
+        return propagated_buffer_layout(instr)
+    r = ctx.resolve(op, 0) if op in ctx.groups else None
+    if not isinstance(r, tuple) or not r[0].strategies:
+        return None
+    g, leaf = r
+    outs = {str(st.out if leaf is None else st.out[leaf]) for st in g.strategies}
+    if len(outs) != 1:
+        return None
+    st = g.strategies[0]
+    spec = st.out if leaf is None else st.out[leaf]
+    if not is_mesh_spec(spec):
+        return None
+    return ctx.minfo.to_sharding(spec, len(op.shape.dims))
+
+
+def buffer_layout_comm(instr, out_spec, ctx):
+    """``(update layout, comm, collectives)`` of the dynamic-update-slice ``instr`` written in
+    ``out_spec`` when XLA computes it in its buffer's layout instead (XLA SPMD partitioner,
+    ``HandleDynamicUpdateSlice``, "default" method: the buffer's sharding when it has more tiles than the
+    result's, replicated along the slice dims; the update resharded to it; the result resharded to
+    ``out_spec``): for a buffer whose layout is XLA's propagation's (:func:`propagated_buffer_layout`).
+    None when XLA computes in ``out_spec`` itself (the update lands in one shard,
+    :func:`dus_update_in_one_shard`, or the buffer has no more tiles)."""
+    minfo = ctx.minfo
+    if not is_mesh_spec(out_spec) or dus_update_in_one_shard(instr, out_spec, minfo):
+        return None
+    x = buffer_sharding(instr, ctx)
+    if x is None:
+        return None
+    rank = len(instr.shape.dims)
+    out_sh = minfo.to_sharding(out_spec, rank)
+    if x.num_tiles <= out_sh.num_tiles:
+        return None
+    try:
+        w = unshard_dims(minfo.from_sharding(x, rank), dus_slice_dims(instr))
+    except Exception:  # noqa: BLE001 -- a layout the mesh cannot express: not modelled
+        return None
+    if w == out_spec:
+        return None
+    rp = reshard.plan(instr.shape, minfo.to_sharding(w, rank), out_sh, ctx.mesh)
+    return w, rp.total_cost, tuple(rp.predicted_collectives())
 
 
 def _ranges(n: int, k: int) -> list:
@@ -348,6 +479,7 @@ def handle_slicing(instr, ctx):
     if instr.opcode == "concatenate":
         return handle_concatenate(instr, ctx)
     rank = len(instr.shape.dims)
+    minfo = ctx.minfo
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
     # compute per result element (registered below: a dynamic-update-slice writes its result, the
     # others only select); the same in both paths below, so a fixed operand does not change the price
@@ -355,31 +487,66 @@ def handle_slicing(instr, ctx):
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         def inputs_for(spec):
-            if any(spec[d] for d in changed):
+            if any(spec[d] for d in changed) and not (instr.opcode == "dynamic-update-slice" and
+                                                      dus_update_in_one_shard(instr, spec, minfo)):
                 return None
-            return _inputs(instr, spec, changed)[1]
+            return _inputs(instr, spec, changed, minfo)[1]
 
         if instr.opcode == "concatenate":
             d = (instr.dimensions or [0])[0]
             return free_group(instr, ctx, lambda s: None if s[d] else tuple(s for _ in instr.operands))
-        return free_group(instr, ctx, inputs_for, fpe)
+        g = free_group(instr, ctx, inputs_for, fpe)
+        if instr.opcode == "dynamic-update-slice":
+            _buffer_layout(instr, g, ctx)
+        return g
 
     def transform(spec):
         if not is_mesh_spec(spec):
             spec = replicated_spec(rank)
-        out, inputs = _inputs(instr, spec, changed)
+        out, inputs = _inputs(instr, spec, changed, minfo)
         return out, inputs, 0.0
 
-    return follow_group(instr, ctx, 0, transform, flops_per_element=fpe)
+    g = follow_group(instr, ctx, 0, transform, flops_per_element=fpe)
+    if instr.opcode == "dynamic-update-slice":
+        _buffer_layout(instr, g, ctx)
+    return g
+
+
+def _buffer_layout(instr, g, ctx) -> None:
+    """Under a written layout of ``instr`` (``cost`` of a module as given), the strategies of ``g`` that
+    produce it are priced as XLA computes them when it works in the shared zeros' propagated layout
+    (:func:`buffer_layout_comm`: its buffer's layout, a written one or the shared zeros' propagated one,
+    has more tiles): the buffer and the update are required in that layout and the result's resharding
+    is the strategy's own communication."""
+    want = ctx.fixed.get(instr)
+    if want is None or isinstance(want, str) or not getattr(want, "is_tiled", False) and \
+            not getattr(want, "is_replicated", False):
+        return
+    rank = len(instr.shape.dims)
+    try:
+        out_spec = ctx.minfo.from_sharding(want, rank)
+    except Exception:  # noqa: BLE001 -- not expressible on the mesh: left as it is
+        return
+    res = buffer_layout_comm(instr, out_spec, ctx)
+    if res is None:
+        return
+    w, comm, cols = res
+    for st in g.strategies:
+        if st.out != out_spec:
+            continue
+        st.inputs = (None if rematerialized(instr.operands[0]) else w, w) + tuple(st.inputs[2:])
+        st.comm = (st.comm or 0.0) + comm
+        st.collectives = tuple(st.collectives or ()) + cols
 
 
 @register_backward("slice", "dynamic-slice", "dynamic-update-slice", "pad", "concatenate")
 def backward_slicing(instr, out_spec, ctx):
     """Operand layouts under which the op is local (used inside fusions and for fixed outputs)."""
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
-    if any(out_spec[d] for d in changed if d < len(out_spec)):
+    if any(out_spec[d] for d in changed if d < len(out_spec)) and not (
+            instr.opcode == "dynamic-update-slice" and dus_update_in_one_shard(instr, out_spec, ctx.minfo)):
         return None
-    return _inputs(instr, out_spec, changed)[1]
+    return _inputs(instr, out_spec, changed, ctx.minfo)[1]
 
 
 def _mirror_pairs(mesh, axes):
