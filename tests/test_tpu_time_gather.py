@@ -16,6 +16,8 @@ from __future__ import annotations
 import pathlib
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -105,3 +107,38 @@ ENTRY main {
     assert row_gather(ins["rows"])
     assert not row_gather(ins["one"])    # one element per index: not what was probed
     assert gather_counted_bytes(ins["one"], (16,)) is None
+
+
+_GATHER = """HloModule g
+
+ENTRY main {{
+  t = {dt}[4096,{w}] parameter(0)
+  i = s32[{n},1] parameter(1)
+  ROOT rows = {dt}[{n},{w}] gather(t, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{w}}}
+}}
+"""
+
+
+def test_the_tpu_compiler_counts_the_tile_rows_per_index():
+    """libtpu ahead of time (one compile child): bytes accessed per index, the slope from 256 to 512 indices
+    (the table's prefetch and every fixed cost drop out), against :func:`gather_counted_bytes`' per index.
+    Rows a multiple of 128 lanes wide: the rule to within the index's own bytes; a 64-wide f32 row: the rule
+    (9 x 128 lanes, not 9 x 64) plus at most the result's layout copy (read and written, <= 2 rows)."""
+    from tests.tpu_oracle import compile_for_tpu, tpu_available
+
+    why = tpu_available()
+    if why:
+        pytest.skip(why)
+    cases = [("f32", 384), ("bf16", 256), ("s8", 512), ("f32", 64)]
+    texts = [_GATHER.format(dt=dt, w=w, n=n) for dt, w in cases for n in (256, 512)]
+    out = compile_for_tpu(texts, partitions=1, topology="v5e:2x2")
+    assert all(o["ok"] for o in out), [o["error"] for o in out if not o["ok"]]
+    for k, (dt, w) in enumerate(cases):
+        slope = (out[2 * k + 1]["cost"]["bytes accessed"] - out[2 * k]["cost"]["bytes accessed"]) / 256
+        g = parse_module(_GATHER.format(dt=dt, w=w, n=512)).entry.root
+        rule = gather_counted_bytes(g, (512, w)) / 512
+        row = rule / 9
+        if w % 128 == 0:
+            assert rule <= slope <= rule + 16, (dt, w, slope, rule)
+        else:
+            assert rule <= slope <= rule + 2 * row, (dt, w, slope, rule)
