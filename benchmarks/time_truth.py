@@ -263,7 +263,7 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     flops_once, bytes_once = body_once(roof)
     coll_once = collective_hbm_seconds(res, scale.profile, once=True)
     vm = vmem_seconds(roof, scale.profile)
-    gt = gather_tile_seconds(res, module, roof, scale.profile)
+    gt = gather_tile_seconds(roof, scale.profile)
     pre = vm + gt   # what optimal_seconds counts and the chip does not spend (like-for-like only)
     # of vm: the copies a megacore TPU's memory-space assignment makes of shared results (timing's
     # msa-copy rows, roofline.shared_intermediates), the buffers' bytes once each
@@ -291,54 +291,15 @@ def vmem_seconds(roof, profile) -> float:
     return sum(r.vmem_bytes for r in roof.rows) / profile.sustained_hbm_bandwidth
 
 
-#: bytes the TPU compiler's ``HloCostAnalysis`` counts for a row gather, per byte of its result: each index
-#: reads the (8, 128) tile of 8 rows holding its row and writes the row.  Probed ahead of time (libtpu
-#: 0.0.42.1, one v5e chip, ``jnp.take(table, ids, axis=0, mode='clip')``): the gather fusion's bytes
-#: accessed (the total less the table's prefetch copy, 4x its size) are 9.01-9.07 x the gathered bytes for
-#: tables of 1,024-16,384 rows of 256 / 512 f32 and 256 bf16, 128-2,048 ids -- independent of the table's
-#: size.  The chip does not pay them (round 21: the same gather kernel moves 512 MiB in ~1.3 ms, and the
-#: compiler's estimate of the 16,384-id gather is 1.83x the chip's time), so only the like-for-like figure
-#: counts them.
-GATHER_TILE_FACTOR = 9
-
-
-def _row_gather(instr) -> bool:
-    """Whether the ``gather`` ``instr`` takes whole rows of its operand: one collapsed dimension, the first,
-    sliced 1 wide, every other dimension taken whole (``jnp.take(table, ids, axis=0)``)."""
-    def ints(key):
-        v = instr.attrs.get(key)
-        return () if v is None else tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
-    op = instr.operands[0].shape
-    sizes = ints("slice_sizes")
-    return (instr.opcode == "gather" and op.is_array and ints("collapsed_slice_dims") == (0,)
-            and len(sizes) == len(op.dims) and sizes[0] == 1 and tuple(sizes[1:]) == tuple(op.dims[1:]))
-
-
-def gather_tile_seconds(result, module, roof, profile) -> float:
-    """Seconds of the bytes the TPU compiler's ``optimal_seconds`` counts for the plan's row gathers
-    (:func:`_row_gather`) beyond what the roofline counts: :data:`GATHER_TILE_FACTOR` x the gather's
-    per-device result in place of its operand and result (the roofline reads the whole operand), at the
-    profile's sustained HBM bandwidth, times the gather's executions.  Like :func:`vmem_seconds`, for the
-    like-for-like figure only."""
-    from hloshard.autoshard.apply import instruction_sharding
-    from hloshard.cost.tpu_layout import padded_bytes_per_device
-
-    graph, choice = result.graph, result.choice
-    rows = {r.name: r for r in roof.rows}
-
-    def size(x) -> float:
-        sh = instruction_sharding(graph, x, choice) if x in graph.positions else x.sharding
-        return float(padded_bytes_per_device(x.shape, sh))
-
-    extra = 0.0
-    for comp in module.computations:
-        for i in comp.instructions:
-            row = rows.get(i.name)
-            if row is None or row.opcode != "gather" or not row.hbm_bytes or not _row_gather(i):
-                continue
-            out = size(i)
-            extra += ((GATHER_TILE_FACTOR - 1) * out - size(i.operands[0])) * row.executions
-    return extra / profile.sustained_hbm_bandwidth
+def gather_tile_seconds(roof, profile) -> float:
+    """Seconds of the bytes the TPU compiler's ``optimal_seconds`` counts for the plan's row gathers beyond
+    what the roofline's kernels count: the ``gather-tiles`` rows of :func:`hloshard.timing.plan_roofline`
+    (:func:`hloshard.cost.tpu_fusion.gather_counted_bytes`: each index reads the 8 rows of its tile and
+    writes its row, lane-padded, less the table shard and the result the gather's row reads and writes), at
+    the profile's sustained HBM bandwidth.  The chip does not pay them (round 21: the same gather kernel
+    moves 512 MiB in ~1.3 ms, and the compiler's estimate of the 16,384-id gather is 1.83x the chip's
+    time), so, like :func:`vmem_seconds`, only the like-for-like figure adds them."""
+    return sum(r.hbm_bytes for r in roof.rows if r.opcode == "gather-tiles") / profile.sustained_hbm_bandwidth
 
 
 def roofline_seconds_once(roof) -> float:

@@ -34,7 +34,7 @@ from .cost.roofline import (PREFETCH_COPY_FACTOR, PREFETCH_MAX_BYTES, RooflineRo
                              shared_intermediates, take_bytes)
 from .cost.steptime import step_time
 from .devices import node_spans
-from .cost.tpu_fusion import dot_dot_reader, fusion_rule
+from .cost.tpu_fusion import dot_dot_reader, fusion_rule, gather_counted_bytes
 from .cost.tpu_layout import padded_bytes_per_device
 from .hlo.partitioned import is_per_device_program
 from .strategy.base import COMPUTE_COST_PER_FLOP, split_epilogue_bytes, windowed_dot_bytes
@@ -130,6 +130,8 @@ def plan_roofline(result, module, profile=None):
     _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth)
     if profile is not None and getattr(profile, "megacore", False):
         _megacore_copies(graph, fusion, roof, size_of)
+    if fusion.gather_tiles:
+        _gather_tiles(graph, roof, size_of, tile_of)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
@@ -159,6 +161,27 @@ def _megacore_copies(graph, fusion, roof, size_of) -> None:
         roof.hbm_bytes += moved
         roof.vmem_bytes += moved
         roof.rows.append(RooflineRow(head.name, "msa-copy", n, 0.0, moved, 0.0, "none", moved))
+
+
+def _gather_tiles(graph, roof, size_of, tile_of) -> None:
+    """Add to ``roof`` what the TPU compiler's ``HloCostAnalysis`` counts for each row gather beyond the
+    gather's own row (its table shard and its result): :func:`hloshard.cost.tpu_fusion.gather_counted_bytes`
+    less those two, per execution, one row per gather (opcode ``'gather-tiles'``), in ``hbm_bytes`` and given
+    no seconds (the chip does not move them: the step time does not change, the report's bytes accessed do,
+    and ``benchmarks/time_truth.py``'s like-for-like figure prices them at the HBM bandwidth).  Negative
+    where the table shard is larger than the tiles the indices read (the roofline reads the whole shard).
+    A gather with no HBM bytes of its own in the roofline (computed inside another kernel) adds nothing."""
+    kernels = {r.name for r in roof.rows if r.opcode == "gather" and r.hbm_bytes}
+    for instr in graph.schedule:
+        if instr.opcode != "gather" or instr.name not in kernels:
+            continue
+        counted = gather_counted_bytes(instr, tile_of(instr))
+        if counted is None:
+            continue
+        n = float(graph.ctx.weight(instr))
+        extra = (counted - float(size_of(instr)) - float(size_of(instr.operands[0]))) * n
+        roof.hbm_bytes += extra
+        roof.rows.append(RooflineRow(instr.name, "gather-tiles", n, 0.0, extra, 0.0, "none"))
 
 
 def _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth) -> None:

@@ -128,7 +128,8 @@ from typing import Callable
 from ..hlo.attributes import AttrError, parse_dim_labels
 from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
-from ..hlo.shape import ELEMENT_BITS
+from ..hlo.shape import ELEMENT_BITS, element_byte_size
+from .tpu_layout import LANES
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
@@ -136,6 +137,7 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
            "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
            "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES", "gathered_from",
+           "row_gather", "gather_counted_bytes", "GATHER_TILE_ROWS",
            "reduced_epilogue_bytes", "dot_dot_reader"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
@@ -219,6 +221,56 @@ def is_fused(instr) -> bool:
                             or not _same_parent(u, site) for u in consumers):
         return False
     return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+#: rows of a gathered table that the TPU compiler's ``HloCostAnalysis`` counts read for each index of a row
+#: gather (:func:`gather_counted_bytes`): the sublane height of an (8, 128) tile, for every element type.
+#: Probed ahead of time (libtpu 0.0.42.1, one v5e chip, ``jnp.take(table, ids, axis=0, mode='clip')``, the
+#: bytes accessed per index from the slope over 512 -> 1,024 ids, BENCHMARKS.md round 36): 9 x the row's
+#: lane-padded bytes for f32 rows of 128 / 256 / 384 and bf16 256 / 384 (round 21: f32 256 / 512, bf16
+#: 256), s8 256 / 512, s32 256, f16 256, tables of 1,000-50,000 rows -- 8 rows even where bf16 / s8 tiles
+#: hold 16 / 32 -- and, for rows narrower or wider than a multiple of 128 (f32 8 / 64 / 100 / 1,000,
+#: bf16 64 / 1,000), 9 x the row padded up to 128 lanes, beside the layout copy of the result (a copy the
+#: compiler adds to the output's least padded layout, not a cost of the gather).
+GATHER_TILE_ROWS = 8
+
+
+def row_gather(instr) -> bool:
+    """Whether the ``gather`` ``instr`` takes whole rows of its operand: one collapsed dimension, the first,
+    sliced 1 wide, every other dimension taken whole (``jnp.take(table, ids, axis=0)``)."""
+    def ints(key):
+        v = instr.attrs.get(key)
+        return () if v is None else tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
+    if instr.opcode != "gather" or not instr.operands:
+        return False
+    op = instr.operands[0].shape
+    sizes = ints("slice_sizes")
+    return (op.is_array and ints("collapsed_slice_dims") == (0,) and len(sizes) == len(op.dims)
+            and sizes[0] == 1 and tuple(sizes[1:]) == tuple(op.dims[1:]))
+
+
+def gather_counted_bytes(instr, tile) -> float | None:
+    """Bytes the TPU compiler's ``HloCostAnalysis`` counts for one execution of the row gather ``instr``
+    (:func:`row_gather`) whose per-device result has dims ``tile``: each index reads the
+    :data:`GATHER_TILE_ROWS` rows of the tile holding its row and writes the row, each row at its bytes
+    with the minor dimension padded up to a multiple of 128 lanes --
+    ``(GATHER_TILE_ROWS + 1) x prod(tile[:-1]) x ceil(tile[-1] / 128) x 128 x element bytes``.
+    The table's size does not enter (measured: 1,000 to 50,000 rows).  None when ``instr`` is no row
+    gather, its rows are not the result's minor dimension, or ``tile`` is None / empty.  The chip does
+    not move these bytes (round 21: the gather kernel ran at 1 / 1.83 of the compiler's estimate), so
+    they are the report's bytes accessed only: :func:`hloshard.timing.plan_roofline` adds them as a
+    ``gather-tiles`` row with no seconds."""
+    if not tile or not row_gather(instr) or not instr.shape.is_array:
+        return None
+    offset = instr.attrs.get("offset_dims")
+    offset = () if offset is None else tuple(int(x) for x in (offset if isinstance(offset, (list, tuple)) else (offset,)))
+    if offset != tuple(range(len(tile) - len(offset), len(tile))):
+        return None
+    rows = 1
+    for d in tile[:-1]:
+        rows *= int(d)
+    lanes = -(-int(tile[-1]) // LANES) * LANES
+    return float((GATHER_TILE_ROWS + 1) * rows * lanes * element_byte_size(instr.shape.element_type))
 
 
 def gathered_from(instr) -> bool:
@@ -643,7 +695,9 @@ class FusionRule:
     ``reduced_epilogue_kernel``: whether a dot / convolution whose partial sums the plan all-reduces
     computes its elementwise consumer in a kernel of its own after the all-reduce rather than in its
     output fusion (:func:`reduced_epilogue_bytes`); ``dot_dot_fusion``: whether a dot whose result only
-    another dot reads is computed inside that dot's kernel (:func:`dot_dot_reader`)."""
+    another dot reads is computed inside that dot's kernel (:func:`dot_dot_reader`); ``gather_tiles``: whether
+    the backend's ``HloCostAnalysis`` counts a row gather (:func:`row_gather`) at whole tiles of rows
+    (:func:`gather_counted_bytes`: the report's bytes accessed only, no seconds)."""
 
     name: str
     is_fused: Callable
@@ -661,6 +715,7 @@ class FusionRule:
     pins_free: bool = False
     reduced_epilogue_kernel: bool = False
     dot_dot_fusion: bool = False
+    gather_tiles: bool = False
 
 
 def _none(instr):
@@ -672,7 +727,7 @@ CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, Fal
 #: the TPU compiler (module docstring)
 TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
                         multi_output_loops=True, online_softmax=True, pins_free=True, reduced_epilogue_kernel=True,
-                        dot_dot_fusion=True)
+                        dot_dot_fusion=True, gather_tiles=True)
 
 
 def fusion_rule(profile) -> FusionRule:
