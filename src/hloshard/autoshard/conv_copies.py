@@ -30,7 +30,8 @@ else (and not an entry parameter) is written in the transposed layout by its pro
 assignment, as for a dot's :func:`hloshard.cost.liveness.dot_transposed_operands`): no copy.  Identical
 transposes of one value are one copy (``HloCSE``).  The result's copy is made from the canonical result
 at once, which dies there: one output tile beside the result while the convolution runs
-(:func:`output_copy_bytes`, added to :func:`hloshard.autoshard.build.scratch_bytes`).  A kernel-gradient
+(:func:`output_copy_bytes`, added to :func:`hloshard.autoshard.build.scratch_bytes`), unless the
+strategy all-reduces the result (its partial sums already stand for that second buffer).  A kernel-gradient
 strategy that splits a spatial dimension (role "w", :mod:`hloshard.strategy.convolution`) copies the
 halo'd tile: the local tile plus the rows its collective-permutes received.
 
@@ -52,7 +53,7 @@ schedules with its own scheduler).  Batch-grouped convolutions (a depthwise kern
 from __future__ import annotations
 
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import effective_users, made_at_entry_start, read_until
+from ..cost.liveness import ELEMENTWISE, EXPENSIVE, FUSING_CONSUMERS, effective_users, made_at_entry_start, read_until
 from ..strategy.base import TOKEN
 from ..strategy.convolution import parse_dim_labels
 
@@ -108,11 +109,18 @@ def transposed_output(instr) -> bool:
     return orders is not None and instr.shape.is_array and _moves_bytes(orders[2], instr.shape.dims)
 
 
-def output_copy_bytes(instr, output_tile_bytes: int) -> int:
-    """Bytes per device beside convolution ``instr``'s result while it runs on XLA CPU: the canonical
-    result a transposed copy is made from (``output_tile_bytes``, the per-device result tile), or 0
-    when the result needs no copy (:func:`transposed_output`)."""
-    return int(output_tile_bytes) if transposed_output(instr) else 0
+def output_copy_bytes(instr, strategy) -> int:
+    """Bytes per device beside convolution ``instr``'s result while it runs on XLA CPU under ``strategy``
+    (a :class:`~hloshard.strategy.base.Strategy`): the canonical result a transposed copy is made from
+    (``strategy.memory``, the per-device result tile), or 0 when the result needs no copy
+    (:func:`transposed_output`) or when the strategy ends in a collective (an all-reduce of partial
+    sums): its other side (:func:`hloshard.autoshard.build.scratch_bytes`) already stands for the second
+    buffer -- XLA makes the canonical result, its transposed copy, then the collective's result, never
+    three at once (measured, 8 CPU devices, ``tests/test_conv_copies.py``: a batch-split kernel
+    gradient's canonical result sits in its output's allocation)."""
+    if not transposed_output(instr) or getattr(strategy, "collectives", None):
+        return 0
+    return int(strategy.memory)
 
 
 def made_at_source(graph, consumer) -> bool:
@@ -146,6 +154,7 @@ def conv_copies(graph, choice, positions: dict, required, moved: set) -> list:
     minfo = graph.ctx.minfo
     entry = graph.module.entry
     groups: dict = {}   # (id(src), order) -> [conv, k, src, first position, last conv position, bytes]
+    readers_via_copy: dict = {}   # id(src) -> ids of the convolutions that read it through a copy
     for conv in graph.schedule:
         if conv.opcode != "convolution":
             continue
@@ -178,6 +187,7 @@ def conv_copies(graph, choice, positions: dict, required, moved: set) -> list:
                 continue   # its producer writes the transposed layout (XLA's layout assignment)
             lo = 0 if made_at_entry_start(src, entry) else positions.get(id(src), t)
             key = (id(src), orders[k])
+            readers_via_copy.setdefault(id(src), set()).add(id(conv))
             hit = groups.get(key)
             if hit is None:
                 groups[key] = [conv, k, src, min(lo, t), t, b]
@@ -190,32 +200,52 @@ def conv_copies(graph, choice, positions: dict, required, moved: set) -> list:
             last_copy[id(src)] = key
     for key, (conv, k, src, lo, last, b) in groups.items():
         hi = last + 1
+        out.append((conv, k, lo, hi, b))
         if last_copy.get(id(src)) == key and not made_at_entry_start(src, entry):
-            # the source's buffer ends at its last reader that is no such copy; its node interval, which runs
-            # to this convolution, stands for the copy after that (the copy's bytes beyond the source's added)
-            copied = {id(g[0]) for g in groups.values() if g[2] is src}
-            others = [positions.get(id(u)) if u.opcode != "convolution" or id(u) not in copied else None
-                      for u in effective_users(src)]
-            fused = read_until(src, positions)
+            # the source's buffer ends at its last reader that is no such copy (nor a loop fusion computing it
+            # again, _recomputes); its node interval beyond that is credited back (a negative buffer)
+            copied = readers_via_copy.get(id(src), set())
+            others = [positions.get(id(u)) if (u.opcode != "convolution" or id(u) not in copied) and
+                      not _recomputes(u, src, positions) else None for u in effective_users(src)]
             others = [x for x in others if x is not None]
             end = max(others) + 1 if others else lo + 1
-            if fused is not None and fused <= last and end <= last:
-                own = _node_bytes(graph, choice, src)
-                if own is not None:
-                    out.append((conv, k, lo, min(end, hi), b))
-                    if b > own and end < hi:
-                        out.append((conv, k, end, hi, b - own))
-                    continue
-        out.append((conv, k, lo, hi, b))
+            node = _node(graph, src)
+            if node is not None and not src.is_root:
+                lo_s, hi_s = (int(x) for x in graph.problem.intervals[node])
+                own = int(graph.problem.node_usages[node][int(choice[node])])
+                start = max(end, lo_s + 1)
+                if own > 0 and hi_s > start:
+                    out.append((conv, k, start, hi_s, -own))
     return out
 
 
-def _node_bytes(graph, choice, src) -> int | None:
-    """Bytes per device of ``src``'s node under ``choice`` (None when ``src`` is no single-leaf node)."""
+def _recomputes(user, src, positions: dict) -> bool:
+    """True when XLA's loop fusion ``user`` computes the cheap elementwise ``src`` again from its operands
+    instead of reading its buffer (XLA's fuser duplicates a cheap producer into each fusing consumer):
+    ``user`` is a fusing consumer (:data:`hloshard.cost.liveness.FUSING_CONSUMERS`), ``src`` an
+    elementwise op that is not expensive, and every operand of ``src`` is an entry parameter or still read
+    at or after ``user``.  Read in XLA's buffer assignment of the held-out ResNet's user layout: a ``relu``
+    output read by a kernel gradient (through its transposed copy) and by the backward's ``select`` ends at
+    the copy; the ``select`` reads the convolution output the ``relu`` was computed from."""
+    if user.opcode not in FUSING_CONSUMERS or src.opcode not in ELEMENTWISE or src.opcode in EXPENSIVE:
+        return False
+    at = positions.get(id(user))
+    if at is None:
+        return False
+    for o in src.operands:
+        if o.opcode in ("parameter", "constant"):
+            continue
+        last = read_until(o, positions)
+        if last is None or last < at:
+            return False
+    return True
+
+
+def _node(graph, src) -> int | None:
+    """The node of ``src``'s value in ``graph`` (None when ``src`` is no single-leaf node of it)."""
     if src not in graph.ctx.groups:
         return None
     r = graph.ctx.resolve(src, 0)
     if r is TOKEN or r[1] is not None:
         return None
-    v = r[0].node
-    return int(graph.problem.node_usages[v][int(choice[v])])
+    return int(r[0].node)
