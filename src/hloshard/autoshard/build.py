@@ -59,6 +59,7 @@ from ..strategy.registry import BuildContext
 from ..strategy.collectives import charged_collective
 from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
+from .conv_copies import conv_copies, made_at_source, output_copy_bytes
 from .graph import Graph, _operand_leaves, chosen_operand_leaves  # noqa: F401  (re-exported)
 from .reshard_cache import shared_reshards
 from ..solver.followers import follow_conflicts, merge_followers  # the one follower merge (solver/followers.py)
@@ -724,6 +725,11 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
+    for conv, k, lo, hi, b in conv_copies(graph, choice, ids, _required, moved):   # XLA CPU's canonical transposes
+        ivs.append((lo, hi))
+        sizes.append(b)
+        if copies is not None and hi - lo >= 1 and b > 0:
+            copies.append((conv, b))
     resharded: list = []
     pinned: dict = {}
     # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
@@ -808,7 +814,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             # a copy, was put 8% under XLA: 7,435,372 B against 8,078,996, which moved the guard's plans)
             # where the copy is made: a pin solve writes, as soon as its operand exists (copy_start)
             key = pin_key(graph, g, inst, leaf, req)
-            start = copy_start(graph, inst, t, key is not None)
+            start = copy_start(graph, inst, t, key is not None or made_at_source(graph, g.instr))
             cached = shared.get((g.node, id(inst), leaf)) if key is None else None
             resharded.append((key or cached or len(resharded), start, end, b))
             if key is not None:
@@ -988,7 +994,7 @@ def scratch_bytes(g, st, minfo, memory_device=None) -> int:
     if halo:
         extra += halo + _operand_tile_bytes(g, st, minfo)
     if memory_device is None:
-        extra += expansion_bytes(g.instr, st.memory)
+        extra += expansion_bytes(g.instr, st.memory) + output_copy_bytes(g.instr, st)
     return extra
 
 
