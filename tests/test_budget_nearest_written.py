@@ -86,12 +86,24 @@ def test_the_search_under_a_budget_refuses_with_the_written_figure_and_accepts_a
     mesh = DeviceMesh.for_module(m, "2x4")
     with pytest.raises(SolveFailed) as err:
         solve_mod._solve_module(m, mesh, memory_budget=1_600_000, time_limit=2, deterministic=True, workers=1,
-                                pin_operands=True, apply=False)
+                                pin_operands=True, apply=False, nearest_written=True)
     msg = str(err.value)
     assert "written and priced as `hloshard cost` prices the output" in msg, msg
     m = load_module(str(MLP))
     r = solve_mod._solve_module(m, mesh, memory_budget=1_660_000, time_limit=2, deterministic=True, workers=1,
-                                pin_operands=True, apply=True)
+                                pin_operands=True, apply=True, nearest_written=True)
     assert r.written is not None and r.written.evaluation.peak_memory <= model_limit(1_660_000, None)
     assert r.evaluation.peak_memory > model_limit(1_660_000, None)   # the graph's figure: over
     assert (r.solution.stats or {}).get("source") == "nearest_written"
+
+
+def test_the_memory_guards_implicit_limits_keep_their_own_rules():
+    """Without ``nearest_written`` (the memory guard's re-solves under its baseline's limit: their failure and its
+    nearest plan are the band's to answer) the search refuses as before, the graph's figure named."""
+    m = load_module(str(MLP))
+    mesh = DeviceMesh.for_module(m, "2x4")
+    with pytest.raises(SolveFailed) as err:
+        solve_mod._solve_module(m, mesh, memory_budget=1_660_000, time_limit=2, deterministic=True, workers=1,
+                                pin_operands=True, apply=False)
+    assert getattr(err.value, "closest", None) is not None
+    assert "written and priced" not in str(err.value)

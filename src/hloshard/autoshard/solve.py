@@ -372,7 +372,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
                  local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0,
                  free_first: bool = True, reprice_reserve: bool = True, coarse=None,
-                 later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
+                 later_budget: int | None = None, *, starved_floor: float = 0.0,
+                 nearest_written: bool = False) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -444,6 +445,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     leave the solver less than :data:`MIN_SOLVE_SECONDS`, it gets ``starved_floor`` x the build's seconds instead (the
     call ends that much later; the warning says so): ``hloshard solve``'s default limit passes
     :data:`STARVED_SOLVE_SHARE`, where a 0.5 s solve of a large module writes the replicated plan; 0: the minimum.
+    ``nearest_written`` (a user's ``memory_budget``; the search without the budget first passes it to the search under
+    it): a search that ends with no plan within the budget's limit in the graph's figure prices its nearest plans as
+    written before it refuses (:func:`_nearest_written`); off for the memory guard's implicit limits.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     if memory_budget is not None and graph is None:
         parameter_floor_check(module, mesh.num_devices, memory_budget)
@@ -455,7 +459,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                              export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
                              known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse,
-                             later_budget, starved_floor=starved_floor)
+                             later_budget, starved_floor=starved_floor, nearest_written=nearest_written)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -464,7 +468,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
                   fit_buffers: bool = True, solver_share: float = 1.0, reprice_reserve: bool = True,
-                  coarse=None, later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
+                  coarse=None, later_budget: int | None = None, *, starved_floor: float = 0.0,
+                  nearest_written: bool = False) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -689,7 +694,9 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     except SolveFailed as exc:
         # round 36 (issue 24, new user 35's F12, fresh35 #3): the plans nearest the limit priced as written, the
         # figure the budget's promise is checked in, before the refusal (_nearest_written)
-        if getattr(exc, "closest", None) is None or memory_budget is None or export_problem:
+        # (the user's budget only, ``nearest_written``: the memory guard's implicit limits keep their own rules on a
+        # search that found nothing, the band's, hloshard.jax.guard)
+        if not nearest_written or getattr(exc, "closest", None) is None or memory_budget is None or export_problem:
             raise
         got = _nearest_written(graph, module, mesh, pin_operands, memory_budget, limit, exc.closest,
                                None if deterministic else deadline, reprice)
@@ -842,7 +849,7 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     try:
         out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
                             pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
-                            known, graph, local_moves)
+                            known, graph, local_moves, nearest_written=True)
     except SolveFailed as exc:   # its limit is what the search without the budget left: said so, not as the user's
         share = f"the time limit of {_seconds(rest)} s"
         if rest != time_limit and exc.args and isinstance(exc.args[0], str) and share in exc.args[0]:

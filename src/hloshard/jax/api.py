@@ -853,6 +853,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  solver_share=FIRST_SHARE if memory_guard and not keep_share and not whole
                                  and deadline_ is not None else 1.0,
                                  free_first=phase != "budget",
+                                 # the user's budget: its nearest plans priced written before a refusal (round 36)
+                                 nearest_written=phase == "budget",
                                  # the budget's refusal, when certain, said right after the build (new user 31 F6)
                                  later_budget=budget if budget_ is None else None)
             except SolveFailed:
