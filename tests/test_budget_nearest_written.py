@@ -72,8 +72,8 @@ def test_the_wall_clock_keeps_two_pricings_or_prices_none(solved):
     import time
     m, mesh, r, written = solved
     got = solve_mod._nearest_written(r.graph, m, mesh, True, 10 ** 12, 10 ** 12, (list(r.choice), r.evaluation),
-                                     time.monotonic() + 1.0, 1.0)
-    assert got is None   # 1 s left against two re-pricings of 1 s: nothing priced, the refusal as it was
+                                     time.monotonic() + 1.0, 2.0)
+    assert got is None   # 1 s left against a re-pricing of 2 s: nothing priced, the refusal as it was
 
 
 def test_the_search_under_a_budget_refuses_with_the_written_figure_and_accepts_a_written_plan():
