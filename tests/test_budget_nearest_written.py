@@ -107,3 +107,36 @@ def test_the_memory_guards_implicit_limits_keep_their_own_rules():
                                 pin_operands=True, apply=False)
     assert getattr(err.value, "closest", None) is not None
     assert "written and priced" not in str(err.value)
+
+
+def test_a_budget_search_the_clock_starved_takes_a_held_plan_whose_written_module_keeps_the_limit(solved, monkeypatch):
+    """Wall-clock, the solver under the budget found no plan at all in its time (new user 35's F12 at load 28: 13.7 s
+    of solver, SolveFailed): the plans the searches hold (here the plan found without the budget, 1,575,600 B in the
+    graph's figure, 1,478,316 B written) are priced as written and one within the limit is the answer."""
+    import time
+
+    from hloshard.autoshard.build import with_memory_budget
+
+    m, mesh, r, written = solved
+    budget = 1_660_000
+    graph = with_memory_budget(r.graph, budget)
+
+    def starved(*_a, **_k):
+        exc = SolveFailed("no feasible solution found in time")
+        exc.status = "timeout"
+        raise exc
+    monkeypatch.setattr(solve_mod, "solve_graph", starved)
+    before = print_module(m)
+    got = solve_mod._solve_module(m, mesh, memory_budget=budget, time_limit=5, workers=1, pin_operands=True,
+                                  apply=False, graph=graph, hint=list(r.choice), deadline=time.monotonic() + 600,
+                                  nearest_written=True)
+    assert (got.solution.stats or {}).get("source") == "nearest_written"
+    assert got.evaluation.peak_memory > model_limit(budget, None)   # over in the graph's figure, kept written
+    assert print_module(m) == before
+    monkeypatch.undo()
+    back = solve_mod._Unwritten(m)
+    try:
+        solve_mod.apply_solution(got, m, mesh, pin_operands=True, memory_budget=budget)   # raises if over written
+        assert got.written.evaluation.peak_memory <= model_limit(budget, None)
+    finally:
+        back.restore()

@@ -635,6 +635,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # mode whose limit is work and not seconds
     rescue = None if deadline is not None and not deterministic else rescue_work((1.0 - FIRST_SOLVE_SHARE) * time_limit)
     rescues_before = len(getattr(graph, "rescues", None) or [])
+    taken_written = False   # the answer is a plan _nearest_written priced within the limit (the solver found none)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
                           progress=progress, hint=begin)
@@ -643,6 +644,18 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # search found that keeps the limit, else a rescue on a work budget (_starved)
         sol = _starved(graph, begin, rescue, workers, seed, progress) if (
             memory_budget is not None and not deterministic and getattr(exc, "status", None) == "timeout") else None
+        if sol is None and nearest_written and memory_budget is not None and begin is not None and \
+                getattr(exc, "status", None) == "timeout":
+            # round 36: nor a plan within the limit in the graph's figure: the plans the searches hold, priced as
+            # written (_nearest_written; new user 35's F12 at load 28: the budget's solver found nothing in 13.7 s)
+            got = _nearest_written(graph, module, mesh, pin_operands, memory_budget,
+                                   getattr(graph, "model_limit", None) or graph.problem.usage_limit,
+                                   (list(begin), evaluate_choice(graph, begin)), None if deterministic else deadline,
+                                   reprice)
+            if got is not None and got[0] == "taken":
+                sol = _nearest_taken(graph, Solution(strategies=list(begin), objective=0, bound=None,
+                                                     status="feasible", seconds=0.0), got)[0]
+                taken_written = True
         if sol is not None:
             pass
         elif solver_limit is not None and getattr(exc, "status", None) == "timeout":
@@ -674,7 +687,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         solve_end = min(solve_end, deadline - reprice)
     solver_seconds = float(sol.seconds or 0.0)
     out_of_time = False
-    if limit is not None and ev.peak_memory > limit and fit_buffers:
+    if limit is not None and ev.peak_memory > limit and fit_buffers and not taken_written:
         sol, choice, ev, spent, out_of_time = _fit_buffers(
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget, rescue=rescue, rescues=first_rescues)
@@ -689,8 +702,9 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                  f"the deadline, of which {reprice:.1f} s are kept for re-pricing the written plan ({how}) and a "
                  f"re-solve needs at least {MIN_SOLVE_SECONDS:g} s")
     try:
-        sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time, deterministic,
-                                        clock=clock)
+        if not taken_written:   # (a plan whose written module keeps the limit, taken above: no graph-figure check)
+            sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time, deterministic,
+                                            clock=clock)
     except SolveFailed as exc:
         # round 36 (issue 24, new user 35's F12, fresh35 #3): the plans nearest the limit priced as written, the
         # figure the budget's promise is checked in, before the refusal (_nearest_written)
