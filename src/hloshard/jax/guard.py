@@ -1563,7 +1563,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             off[1]["first_pricing_estimate"] = {"from_build": round(first_estimate[0], 3),
                                                 "traced": round(first_estimate[1], 3)}
         if user_sharded(module):   # your layout, read without its pricing: the rule against it (guard_plan)
-            off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, reserve)
+            # (user_layout keeps one 1-D build's seconds, the reserve from the build over REPRICE_SHARE: that one, not
+            # the tracing's first estimate, round 36)
+            built = reserve if first_estimate is None else first_estimate[0]
+            off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, built)
             if why:
                 off[1]["your_layout_note"] = why
         return off
