@@ -18,6 +18,11 @@ until the deadline less one pricing: :func:`_await_answer`, :func:`user_layout`)
 predicted peak of the plan found and the known plans (round 28's rule).  Wall-clock, given your shardings read early, the guard starts with one estimated pricing left
 and keeps the baseline's measured pricing after it; the written comparison with the baseline's own plan is made only
 while its pricings fit (:func:`_no_time_to_compare`).  ``guard["seconds"]`` splits the guard's wall seconds.
+
+Round 36 (issue 24): before the guard has priced anything its estimate of a pricing is the tracing seconds where they
+are below the 1-D build's estimate (:func:`first_pricing_estimate`, ``guard["first_pricing_estimate"]``), and with your
+shardings read early its share of the call needs one pricing and the solver's minimum, what its entry gate needs
+(:func:`guard_share_figures`' ``read_early``).
 """
 
 from __future__ import annotations
