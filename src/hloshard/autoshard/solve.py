@@ -954,11 +954,13 @@ def _nearest_written(graph: Graph, module, mesh, pin_operands: bool, memory_budg
     the first whose written module keeps ``limit``; ``("over", lowest written peak)`` when each priced is over it (the
     refusal then names the budget that accepts that written module, :func:`_accepting`); None when none was priced
     (wall-clock: less than one re-pricing, ``reprice``, left before ``deadline``; the write of a plan taken comes after
-    it, as every plan's does, and ends the call late by up to one pricing).  Why (issue 24, round 36): the graph's figure runs above the written module's (communication buffers priced
-    where the graph keeps each; Falcon 20-35%, round 35; new user 35's Perceiver 65.7 vs 55.9 MiB), so a budget a
-    written plan keeps was refused (new user 35's F12: 28 MiB with the user's layout at 25.06 MiB by XLA), and the
-    refusal's "accepted from" budget was read from the graph's figure, 23% above the one that accepts the nearest
-    plan (fresh35 #3: 4,667,129 B named, 3,795,000 B accepted).  Raises nothing but KeyboardInterrupt."""
+    it, as every plan's does, and ends the call late by up to one pricing).  Why (issue 24, round 36): the graph's
+    figure and the written module's differ (communication buffers priced where the graph keeps each, pins): above it
+    on Falcon by 20-35% (round 35), on new user 35's Perceiver 65.7 vs 55.9 MiB, on fresh35's remat step 4,204,620 vs
+    3,352,652 B; below it on samples/transformer_train_step (20.7 vs 22.1 MiB).  So a budget a written plan keeps was
+    refused (new user 35's F12: 28 MiB with the user's layout at 25.06 MiB by XLA), and the refusal's "accepted from"
+    budget, read from the graph's figure, was 25% above the one the CLI accepts (fresh35 #3: 4,667,129 B named;
+    3,721,444 B accepted on this branch).  Raises what :func:`reevaluate_written` raises but WrittenOverLimit."""
     import time
 
     unlimited = dataclasses.replace(graph.problem, usage_limit=None)

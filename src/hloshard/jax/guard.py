@@ -1612,7 +1612,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # the plan's peak as its written module prices it (``write``): the baseline's model, and the one its margins
     # were measured on (cost.memory); the solver's graph figure is the bisection's below
     if first_estimate is not None:
-        guard["first_pricing_estimate"] = {"from_build": round(first_estimate[0], 3), "traced": round(first_estimate[1], 3)}
+        guard["first_pricing_estimate"] = {"from_build": round(first_estimate[0], 3),
+                                           "traced": round(first_estimate[1], 3)}
     if measured_first is not None:
         guard["baseline_priced_seconds"] = {"estimated": measured_first[0], "measured": measured_first[1]}
     judged = plan_peak
