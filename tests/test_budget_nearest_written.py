@@ -68,7 +68,7 @@ def test_over_the_limit_written_the_refusal_names_the_written_figure(solved):
     assert need < solve_mod._accepting(r.graph, graph_peak)   # the written figure's budget is the lower
 
 
-def test_the_wall_clock_keeps_two_pricings_or_prices_none(solved):
+def test_the_wall_clock_keeps_one_pricing_or_prices_none(solved):
     import time
     m, mesh, r, written = solved
     got = solve_mod._nearest_written(r.graph, m, mesh, True, 10 ** 12, 10 ** 12, (list(r.choice), r.evaluation),
