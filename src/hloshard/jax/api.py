@@ -47,7 +47,7 @@ from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
-                    guard_share_figures, guard_summary, moves_seconds, start_baselines)
+                    guard_share_figures, guard_summary, moves_seconds, start_baselines, user_sharded)
 from .jaxpr import (
     broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_layouts,
     meet_spec, pin_operand, pin_steps, runner)
@@ -778,7 +778,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # 4-layer Gemma at time_limit=10: 6.7 s of tracing at load 9, round 28)
         traced = time.monotonic() - started
         # (guard.guard_share_holds' rule, the figures kept for report["time"]["guard_share"])
-        share_figures = guard_share_figures(started + float(time_limit), time.monotonic(), traced)
+        # (your shardings: their propagation starts beside the first solve below whatever the share, and the guard's
+        # entry gate is one pricing then: guard.guard_share_figures' read_early, round 36)
+        read_early = bool(memory_guard and not deterministic and user_sharded(module))
+        share_figures = guard_share_figures(started + float(time_limit), time.monotonic(), traced, read_early)
         keep_share = memory_guard and not deterministic and share_figures[0] >= share_figures[1]
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
@@ -850,6 +853,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  solver_share=FIRST_SHARE if memory_guard and not keep_share and not whole
                                  and deadline_ is not None else 1.0,
                                  free_first=phase != "budget",
+                                 # the user's budget: its nearest plans priced written before a refusal (round 36)
+                                 nearest_written=phase == "budget",
                                  # the budget's refusal, when certain, said right after the build (new user 31 F6)
                                  later_budget=budget if budget_ is None else None)
             except SolveFailed:
@@ -864,7 +869,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                   propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
                                   write="keep" if budget is None else "restore", pending=pending,
-                                  fsdp=budget is None)
+                                  fsdp=budget is None, traced=traced)
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
@@ -977,7 +982,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # the summary's "memory guard" row (summary.plan_rows); wall-clock: the share the guard was kept
             guard["summary"] = guard_summary(guard, None if deterministic or not memory_guard else
                                              {"kept": bool(keep_share), "share_seconds": share_figures[0],
-                                              "needed_seconds": share_figures[1], "traced_seconds": traced})
+                                              "needed_seconds": share_figures[1], "traced_seconds": traced,
+                                              "read_early": read_early})
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
             if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
@@ -1028,7 +1034,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # why the data-parallel / FSDP baselines did or did not start early (new user 32's F2)
             report["time"]["guard_share"] = {
                 "share_seconds": round(share_figures[0], 3), "needed_seconds": round(share_figures[1], 3),
-                "kept": bool(keep_share),
+                "kept": bool(keep_share), "read_early": read_early,
                 "first_solve_bounded_by": "its half of the time left" if keep_share else
                 "the call's deadline (builds), its solver by half of what the builds left"}
         # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)

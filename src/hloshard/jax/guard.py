@@ -18,6 +18,11 @@ until the deadline less one pricing: :func:`_await_answer`, :func:`user_layout`)
 predicted peak of the plan found and the known plans (round 28's rule).  Wall-clock, given your shardings read early, the guard starts with one estimated pricing left
 and keeps the baseline's measured pricing after it; the written comparison with the baseline's own plan is made only
 while its pricings fit (:func:`_no_time_to_compare`).  ``guard["seconds"]`` splits the guard's wall seconds.
+
+Round 36 (issue 24): before the guard has priced anything its estimate of a pricing is the tracing seconds where they
+are below the 1-D build's estimate (:func:`first_pricing_estimate`, ``guard["first_pricing_estimate"]``), and with your
+shardings read early its share of the call needs one pricing and the solver's minimum, what its entry gate needs
+(:func:`guard_share_figures`' ``read_early``).
 """
 
 from __future__ import annotations
@@ -465,7 +470,7 @@ def first_solve_deadline(deadline: float, now: float) -> float:
     return float(deadline) - (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
 
 
-def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
+def guard_share_holds(deadline: float, now: float, traced: float, read_early: bool = False) -> bool:
     """Whether the memory guard's share of a wall-clock call (what :func:`first_solve_deadline` keeps of what
     ``deadline`` leaves at ``now``) can hold the guard's least phase
     (:func:`hloshard.autoshard.solve.later_phase_seconds`: the solver's minimum and
@@ -479,11 +484,11 @@ def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
     (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
     ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
     first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
-    share, need = guard_share_figures(deadline, now, traced)
+    share, need = guard_share_figures(deadline, now, traced, read_early)
     return share >= need
 
 
-def guard_share_figures(deadline: float, now: float, traced: float) -> tuple:
+def guard_share_figures(deadline: float, now: float, traced: float, read_early: bool = False) -> tuple:
     """``(share, need)`` in seconds: what :func:`first_solve_deadline` keeps for the memory guard of what ``deadline``
     leaves at ``now``, and what :func:`guard_share_holds` estimates the guard's least phase and an XLA run need from
     ``traced`` (the seconds of tracing); the share is kept where ``share >= need``.  ``report["time"]["guard_share"]``
@@ -493,6 +498,13 @@ def guard_share_figures(deadline: float, now: float, traced: float) -> tuple:
     :data:`FIRST_SHARE` of what they leave) and the data-parallel / FSDP baselines are not started early, so the guard
     is off unless the first solve ends early.  Raises nothing."""
     share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
+    if read_early:
+        # ``read_early`` (round 36): your shardings' XLA propagation runs beside the first solve whatever the share
+        # (start_baselines), and the guard then starts with one pricing and the solver's minimum left (_guard's
+        # entry gate, round 35): the share needs what that gate needs, not an XLA run and two pricings more (new
+        # user 35's RWKV-7 given its layout, slow clock x3: 61.0 s of share against 174.4 s "needed" from 58.0 s of
+        # tracing, the first solve took the guard's time, the guard was off with 4.5 s left)
+        return share, MIN_SOLVE_SECONDS + float(traced)
     return share, later_phase_seconds(traced) + float(traced)
 
 
@@ -891,7 +903,7 @@ def _graph_view(unwritten):
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
                deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None,
-               write: str | None = None, pending=None, fsdp: bool = True):
+               write: str | None = None, pending=None, fsdp: bool = True, traced: float | None = None):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode one bisection step's
@@ -938,7 +950,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     t0 = time.monotonic()
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate, write=write, pending=pending,
-                           fsdp=fsdp)
+                           fsdp=fsdp, traced=traced)
     # where the guard's seconds went (round 35, new user 34's F8: a guard phase 14.7 s past the deadline that the
     # report could not split): the guard proper, the Pareto step, the last rules (wall seconds)
     seconds = guard["seconds"] = {"guard": round(time.monotonic() - t0, 3)}
@@ -1181,9 +1193,10 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
     if guard.get("off"):
         why = "no baseline priced in the time"
         if share and not share.get("kept"):
+            what = "one pricing" if share.get("read_early") else "an XLA run and two pricings"
             why += (f"; its share, {share['share_seconds']:.1f} s, was below the {share['needed_seconds']:.1f} s "
-                    f"an XLA run and two pricings were estimated to need from the {share['traced_seconds']:.1f} s of "
-                    f"tracing")
+                    f"{what} {'was' if share.get('read_early') else 'were'} estimated to need from the "
+                    f"{share['traced_seconds']:.1f} s of tracing")
         if yours.get("taken") == "your layout":   # its peak is what jax.jit makes of your shardings: nothing to check
             return (f"OFF ({why}): your layout is returned -- XLA's propagation of your shardings, as jax.jit runs "
                     f"them -- since every plan priced was worse than it on predicted bytes or peak; {rendering}")
@@ -1355,9 +1368,31 @@ def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: di
     return others, notes
 
 
+def first_pricing_estimate(graph, reserve: float, traced: float | None) -> tuple | None:
+    """``(from_build, estimate)`` in wall seconds, or None: the memory guard's estimate of one pricing (a module built
+    with every sharding fixed and evaluated, :func:`hloshard.autoshard.evaluate_module`) before it has made one, in
+    wall-clock mode.  ``reserve`` is the first solve's graph's re-pricing reserve (``graph.reprice_seconds``:
+    :data:`~hloshard.autoshard.solve.REPRICE_SHARE` x its 1-D build, or the node share of its build); ``traced`` the
+    seconds jax took to trace and lower the step in this process (:func:`guard_share_holds`' estimate of a pricing).
+    The estimate is ``traced`` where it is below ``reserve`` and no pricing of the graph's module was measured yet
+    (``graph.reprice_measured``: then that is the figure, :func:`hloshard.autoshard.solve.measured_reserve`); None
+    where the reserve stands.  Why (issue 24, round 36; new user 35's F1): the 1-D build's estimate was 2.5-11x the
+    pricing measured (Falcon, rounds 34-35) and 2.0x on new user 35's Perceiver (43.5 s kept for a 22.1 s write,
+    slow clock x3), where the tracing was 1.0-1.4x it (Falcon 10-14 s for 9.3-10.9 s; Perceiver 31.3 s for 22.1 s;
+    BERT and the MoE of round 28: 3.6 s for 3.6 s, 5.4 s for 2.9 s): both are the same program's seconds on this
+    machine at this load, the tracing the nearer on every model measured, so the guard takes the lower.  A pricing
+    longer than the estimate makes the call end later by the difference (auto_shard's docstring, "Time").  Raises
+    nothing."""
+    if traced is None or float(traced) <= 0.0 or getattr(graph, "reprice_measured", None) is not None:
+        return None
+    if float(traced) >= float(reserve):
+        return None
+    return float(reserve), float(traced)
+
+
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
            deadline: float | None = None, known_plans=(), child=None, propagate=None, write: str | None = None,
-           pending=None, fsdp: bool = True):
+           pending=None, fsdp: bool = True, traced: float | None = None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -1435,6 +1470,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # build) and solves, keeping the graph's re-pricing reserve (solve_module): less than the solver's minimum
     # beside that reserve left, none is started (its solver would get the minimum whatever its share)
     reserve = 0.0 if deadline is None else float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
+    first_estimate = first_pricing_estimate(result.graph, reserve, traced) if deadline is not None else None
+    if first_estimate is not None:   # round 36: the tracing seconds, below the 1-D build's estimate (its docstring);
+        # the graph's reserve too, which the re-solves and the Pareto step keep back (as a measured pricing sets it)
+        reserve = result.graph.reprice_seconds = first_estimate[1]
     need = MIN_SOLVE_SECONDS + reserve
     # the propagations started before the first solve (start_baselines: key -> PendingPropagation; one alone is
     # the user's, as round 26 passed it)
@@ -1525,8 +1564,14 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         cancel_baselines(own)
         off = _guard_off(result, known_plans, f"the baseline could not be priced ({exc})",
                          sharded=user_sharded(module))
+        if first_estimate is not None:
+            off[1]["first_pricing_estimate"] = {"from_build": round(first_estimate[0], 3),
+                                                "traced": round(first_estimate[1], 3)}
         if user_sharded(module):   # your layout, read without its pricing: the rule against it (guard_plan)
-            off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, reserve)
+            # (user_layout keeps one 1-D build's seconds, the reserve from the build over REPRICE_SHARE: that one, not
+            # the tracing's first estimate, round 36)
+            built = reserve if first_estimate is None else first_estimate[0]
+            off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, built)
             if why:
                 off[1]["your_layout_note"] = why
         return off
@@ -1566,6 +1611,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         guard["xla_seconds"] = time.monotonic() - t_base
     # the plan's peak as its written module prices it (``write``): the baseline's model, and the one its margins
     # were measured on (cost.memory); the solver's graph figure is the bisection's below
+    if first_estimate is not None:
+        guard["first_pricing_estimate"] = {"from_build": round(first_estimate[0], 3),
+                                           "traced": round(first_estimate[1], 3)}
     if measured_first is not None:
         guard["baseline_priced_seconds"] = {"estimated": measured_first[0], "measured": measured_first[1]}
     judged = plan_peak
