@@ -155,10 +155,12 @@ class PendingPropagation:
     module may change afterwards), the child (``child``, or one started here) is given it in a thread, so XLA
     propagates beside the caller's own work.  :func:`hloshard.jax.auto_shard` starts the memory guard's baseline
     so, beside its first solve, when the user's shardings (the baseline's entry) are known at the call's start.
+    ``nested`` as :func:`xla_propagate`'s (the guard's baselines read loop bodies too).
     Raises InputError from :meth:`result` as :func:`xla_propagate` does, and on a time-out."""
 
-    def __init__(self, module, num_devices: int, keep=(), child=None):
-        text, self._dims = _propagation_text(module, keep)
+    def __init__(self, module, num_devices: int, keep=(), child=None, nested: bool = False):
+        text, self._dims = _propagation_text(module, keep, nested)
+        self._nested = nested
         self._child = child if child is not None else start_jax_child("hloshard.partition_specs", num_devices)
         self._dump = tempfile.mkdtemp(prefix="hloshard-prop-")
         self._out: dict = {}
@@ -193,7 +195,7 @@ class PendingPropagation:
         if "error" in self._out:
             err = self._out["error"]
             raise err if isinstance(err, InputError) else InputError(f"XLA sharding propagation failed: {err}")
-        self._out["found"] = _read_propagation(self._out["data"], self._dims)
+        self._out["found"] = _read_propagation(self._out["data"], self._dims, self._nested)
         return self._out["found"]
 
     def cancel(self) -> None:

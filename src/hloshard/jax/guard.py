@@ -45,7 +45,7 @@ from ..autoshard.apply import instruction_sharding
 from ..autoshard.build import with_memory_budget
 from ..autoshard.trivial import trivial_plans
 from ..hlo.sharding import HloSharding
-from ..partition_specs import PendingPropagation, xla_propagate
+from ..partition_specs import PendingPropagation, called_instructions, xla_propagate
 
 
 def user_sharded(module) -> bool:
@@ -111,7 +111,7 @@ def start_entry_propagation(module, dmesh, entry: dict | None = None, child=None
     try:
         for ins in saved:
             ins.sharding = given.get(ins.name, ins.sharding)
-        return PendingPropagation(module, dmesh.num_devices, child=child)
+        return PendingPropagation(module, dmesh.num_devices, child=child, nested=True)
     finally:
         for ins, sh in saved.items():
             ins.sharding = sh
@@ -121,7 +121,8 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
                       pending=None) -> tuple:
     """``(plan, found)``: XLA's GSPMD propagation from ``module``'s entry shardings read back (the part of
     :func:`baseline_peak` before the pricing; its ``entry`` and ``child`` mean the same): ``found`` is
-    instruction name -> HloSharding of the entry instructions XLA's propagation names, the entry
+    instruction name -> HloSharding of the entry instructions XLA's propagation names and of the loop bodies' /
+    branches' instructions the entry calls (:func:`_propagated`), the entry
     parameters and the root taking the given shardings; ``plan`` is ``"replicated"`` (no ``entry`` and
     nothing sharded: every array replicated), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
     (``entry`` given: the plan's own entry shardings, even when they are all replicated; before round 19 that
@@ -138,7 +139,7 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
         found = {i.name: HloSharding.replicated() for i in entry_comp.instructions if not i.shape.is_tuple}
         plan = "replicated" if entry is None else "gspmd_from_plan"
     elif pending is not None:
-        found = {n: sh for n, sh in pending.result(timeout).items() if sh is not None and n in entry_comp}
+        found = _propagated(module, pending.result(timeout))
         plan = "gspmd" if entry is None else "gspmd_from_plan"
     else:
         # the entry shardings written on the module for XLA's run only, then restored
@@ -146,8 +147,8 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
         try:
             for ins in saved:
                 ins.sharding = given.get(ins.name, ins.sharding)
-            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout, child=child).items()
-                     if sh is not None and n in entry_comp}
+            found = _propagated(module, xla_propagate(module, dmesh.num_devices, timeout=timeout, child=child,
+                                                      nested=True))
         finally:
             for ins, sh in saved.items():
                 ins.sharding = sh
@@ -155,6 +156,32 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
     found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
     found[root.name] = root_sh
     return plan, found
+
+
+class _Propagated(dict):
+    """:func:`_propagated`'s answer: instruction name -> HloSharding, and ``loop_states``: ``while`` name -> per
+    loop-state element HloSharding or None, XLA's choice for the loop state (as ``module.xla_loop_states`` holds
+    it for ``cost --complete xla``, :func:`hloshard.partition_specs.complete_with_xla`)."""
+
+    loop_states: dict = {}
+
+
+def _propagated(module, answer: dict) -> dict:
+    """The layouts of XLA's propagation (``answer``: :func:`hloshard.partition_specs.xla_propagate`'s with
+    ``nested``) the baselines price: of the entry's instructions and of the loop bodies' / branches' it calls
+    (:func:`hloshard.partition_specs.called_instructions`: round 36, helper guard -- RWKV-7's user layout with its
+    four ``fori_loop`` bodies left to the evaluation's own completion was priced at 180.4 MB, where
+    ``cost --complete xla``, which reads the bodies too, predicts 46.9 MB and XLA runs it at 47.1 MB).  A
+    ``while``'s loop state (a list) is not written on the module: it is held as ``cost --complete xla`` holds it
+    (``loop_states``, :class:`_Propagated`)."""
+    called = called_instructions(module)
+    inner = {i.name for i in called if not i.shape.is_tuple}
+    entry = module.entry
+    found = _Propagated((n, sh) for n, sh in answer.items()
+                        if isinstance(sh, HloSharding) and (n in entry or n in inner))
+    found.loop_states = {i.name: answer[i.name] for i in list(entry.instructions) + called
+                         if i.opcode == "while" and i.sharding is None and isinstance(answer.get(i.name), list)}
+    return found
 
 
 def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
@@ -202,19 +229,28 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     # printed and parsed copy: the copy cost a parse and a schedule of its own, 0.3 + 0.5 s of CPU on keras-hub's
     # 4-layer Gemma, round 18); as on that copy, without ``module.ties`` (the text does not carry them)
     saved = [(ins, ins.sharding) for ins in module.entry.instructions]
+    inner = [(ins, ins.sharding) for ins in called_instructions(module) if ins.name in found]
     ties = getattr(module, "ties", None)
+    states = getattr(module, "xla_loop_states", None)
     try:
         for ins, _ in saved:
             if ins.name in found:
                 ins.sharding = found[ins.name]
             elif all_replicated:   # a tuple other than the output: its elements' layouts
                 ins.sharding = None
+        for ins, _ in inner:   # a loop body's layouts as XLA propagates them (:func:`_propagated`)
+            ins.sharding = found[ins.name]
+        module.xla_loop_states = dict(getattr(found, "loop_states", None) or {})
         module.ties = []
         ev = evaluate_module(module, dmesh)
     finally:
-        for ins, sh in saved:
+        for ins, sh in saved + inner:
             ins.sharding = sh
         module.ties = ties
+        if states is None:
+            vars(module).pop("xla_loop_states", None)
+        else:
+            module.xla_loop_states = states
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
             "all_replicated": all_replicated, "found": found}
 
