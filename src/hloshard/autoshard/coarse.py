@@ -108,11 +108,34 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     base = mesh.flattened()   # on a device, its sub-axes priced at the links their own devices cross
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
+    if base.roofline_prices is None and len(set(map(float, mesh.beta))) > 1:
+        # the unit model with axes of different betas (--beta 5,1): each coarse axis spans fine axes of one link
+        # (hloshard.mesh.link_cuts), priced at their own alpha and beta, not every axis at the slowest
+        coarse.alpha, coarse.beta = _run_prices(mesh, coarse)
     coarse.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
     coarse.whole_axes_io = getattr(mesh, "whole_axes_io", None)   # the same devices in the same order
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
+
+
+def _run_prices(fine: DeviceMesh, coarse: DeviceMesh) -> tuple[tuple, tuple]:
+    """Per axis of ``coarse`` (whose cuts are some of ``fine``'s), the largest alpha and beta of the run of
+    ``fine``'s axes it spans (size-1 axes skipped)."""
+    alpha, beta = [], []
+    strides = []   # per fine axis, (the stride above it, its own stride)
+    acc = fine.num_devices
+    for n in fine.shape:
+        strides.append((acc, acc // int(n)))
+        acc //= int(n)
+    acc = coarse.num_devices
+    for n in coarse.shape:
+        hi, lo = acc, acc // int(n)
+        run = [k for k, (a, b) in enumerate(strides) if b >= lo and a <= hi and int(fine.shape[k]) > 1]
+        alpha.append(max((float(fine.alpha[k]) for k in run), default=max(map(float, fine.alpha))))
+        beta.append(max((float(fine.beta[k]) for k in run), default=max(map(float, fine.beta))))
+        acc = lo
+    return tuple(alpha), tuple(beta)
 
 
 def unrefined_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
@@ -284,6 +307,8 @@ def rung_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     if base is None:
         return None
     i, j = big[-2], big[-1]   # merged: j's devices minor inside i's (the flat order is kept)
+    if float(base.beta[i]) != float(base.beta[j]):
+        return None   # two links never make one coarse axis (hloshard.mesh.link_cuts)
     shape = [n for a, n in enumerate(user) if a != j]
     shape[i] = user[i] * user[j]
     keep_axes = [a for a in range(len(user)) if a != j]
