@@ -1026,8 +1026,7 @@ def coarse_cuts(mesh: DeviceMesh, module) -> set[int] | None:
     """The cuts of the flat device order (strides, :func:`_shape_cuts`) of ``mesh``'s *coarse mesh*
     for ``module``: the 1-D mesh of the same devices in the same order, refined for ``module``
     (:func:`refine_for_module`) but only at cuts ``mesh`` has too, so that each of its axes is a run of
-    consecutive axes of ``mesh``, and cut wherever two neighbouring axes of ``mesh`` are on different links
-    (:func:`link_cuts`: no coarse axis merges a slow link with a fast one).  None when that is not coarser (the same cuts as ``mesh``) or
+    consecutive axes of ``mesh``.  None when that is not coarser (the same cuts as ``mesh``) or
     ``mesh`` has one device.  The coarse space of :mod:`hloshard.autoshard.coarse` (coarse to fine)
     is built on it, and ``build_graph`` enumerates its two axes' orders on ``mesh`` too
     (:meth:`hloshard.strategy.base.MeshInfo.add_coarse_order`)."""
@@ -1036,30 +1035,8 @@ def coarse_cuts(mesh: DeviceMesh, module) -> set[int] | None:
         return None
     fine = _shape_cuts(mesh.shape)
     base = DeviceMesh((n,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
-    cuts = (_shape_cuts(refine_for_module(base, module).shape) & fine) | link_cuts(mesh)
+    cuts = _shape_cuts(refine_for_module(base, module).shape) & fine
     return None if cuts == fine else cuts
-
-
-def link_cuts(mesh: DeviceMesh) -> set[int]:
-    """The cuts (strides of the flat device order) between neighbouring axes of ``mesh`` (size-1 axes skipped) on
-    different links: a different beta (bytes per second of the link) or different link levels
-    (``axis_levels``).  A coarse axis never spans such a cut (:func:`coarse_cuts`), so it never merges a slow
-    link with a fast one (new user 35 F2: ``--mesh data=2:dcn,model=4 --device h100-sxm`` refined to 2x2x2 was
-    solved first on a coarse 4x2 whose axis of 4 was the InfiniBand axis and half of the NVLink one).  Empty on
-    a mesh whose axes all have one beta (the unit model's default: every coarse mesh as before)."""
-    levels = mesh.axis_levels or (None,) * mesh.ndim
-    out: set[int] = set()
-    prev = None
-    stride = mesh.num_devices
-    for k, size in enumerate(mesh.shape):
-        stride //= int(size)
-        if int(size) == 1:
-            continue
-        link = (float(mesh.beta[k]), levels[k])
-        if prev is not None and link != prev:
-            out.add(stride * int(size))   # the cut above axis k: the stride of the axis before it
-        prev = link
-    return out
 
 
 def sub_axis_sizes(shape: Sequence[int], cuts: set[int]) -> list[int]:
