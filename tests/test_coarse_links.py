@@ -1,15 +1,16 @@
 """A coarse mesh never merges axes on different links (new user 35 F2): ``--mesh data=2:dcn,model=4`` refined to
 2x2x2 was solved first on a coarse 4x2 whose axis of 4 was the slow ``data`` axis and half of the fast ``model``
-one (:func:`hloshard.mesh.link_cuts`, :func:`hloshard.autoshard.coarse.coarse_mesh`)."""
+one (:func:`hloshard.autoshard.coarse.link_cuts`, :func:`hloshard.autoshard.coarse.coarse_mesh`).  The fine build's
+extra orders (``hloshard.mesh.coarse_cuts``) are not changed by the rule: the fine space stays the same."""
 
 from pathlib import Path
 
 import pytest
 
-from hloshard.autoshard.coarse import _cuts, coarse_mesh, rung_mesh
+from hloshard.autoshard.coarse import _cuts, coarse_mesh, link_cuts, linked_coarse_cuts, rung_mesh
 from hloshard.devices import get_profile
 from hloshard.load import load_module
-from hloshard.mesh import DeviceMesh, coarse_cuts, link_cuts, refine_for_module
+from hloshard.mesh import DeviceMesh, coarse_cuts, refine_for_module
 from hloshard.mesh_setup import priced_mesh
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "mlp_train_step.pre.hlo"
@@ -57,7 +58,7 @@ def test_no_coarse_axis_spans_two_links(module, spec, beta):
         assert all(len(b) == 1 for b in spans), (coarse.shape, spans)
         # each coarse axis priced at its own link, not every axis at the slowest
         assert [float(x) for x in coarse.beta] == [next(iter(b)) for b in spans]
-    cuts = coarse_cuts(fine, module)
+    cuts = linked_coarse_cuts(fine, module)
     assert cuts is None or link_cuts(fine) <= cuts
     assert rung_mesh(fine, module) is None or len(set(map(float, fine.beta))) == 1
 
@@ -79,7 +80,15 @@ def test_one_link_keeps_the_coarse_mesh(module):
     fine = DeviceMesh.for_module(module, "2x2x2")
     c = coarse_mesh(fine, module)
     assert c.shape == (2, 4) and c.user_shape == (8,) and len(set(map(float, c.beta))) == 1
+    assert coarse_cuts(fine, module) == linked_coarse_cuts(fine, module) == {1, 4, 8}
+
+
+def test_the_fine_space_keeps_its_coarse_orders(module):
+    """The link rule changes the coarse mesh, not the fine build's enumeration (mesh.coarse_cuts): with a slow
+    first axis the cuts the fine build adds its swapped orders at are those of the module's 1-D refinement."""
+    fine = DeviceMesh.for_module(module, "4x2", beta="5,1")
     assert coarse_cuts(fine, module) == {1, 4, 8}
+    assert linked_coarse_cuts(fine, module) is None and coarse_mesh(fine, module).shape == (4, 2)
 
 
 def test_a_device_mesh_with_a_dcn_axis(module):
