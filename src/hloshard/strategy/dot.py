@@ -102,15 +102,30 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
     if want is not ALL_OUTPUTS and not is_mesh_spec(want):
         want = ALL_OUTPUTS
     memo = ctx.minfo.memo.setdefault("dot", {})
-    key = (tuple(roles), out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full,
-           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands), halo_key,
-           None if want is ALL_OUTPUTS else ("only", want))
-    hit = memo.get(key)
-    if hit is None:
-        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo,
-                              want)
-        memo[key] = hit
-    return list(hit)
+    base = (tuple(roles), out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full,
+            str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands), halo_key)
+    whole = memo.get(base + (None,))
+    if want is not ALL_OUTPUTS:
+        key = base + (("only", want),)
+        hit = memo.get(key)
+        if hit is None and whole is None and memo.get(base + ("asked",)) is None:
+            # the first layout asked of this dot: only its strategies priced
+            memo[base + ("asked",)] = True
+            hit = memo[key] = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
+                                              name_prefix, full, halo, want)
+        if hit is not None:
+            return list(hit)
+        # another layout of the same dot (the local moves' sites, repeated layers written apart): the whole space
+        # once, each layout's strategies read from it (the same list: tests/test_dot_fixed_only.py)
+        if whole is None:
+            whole = memo[base + (None,)] = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank,
+                                                           flops_total, name_prefix, full, halo)
+        hit = memo[key] = [st for st in whole if st.out == want]
+        return list(hit)
+    if whole is None:
+        whole = memo[base + (None,)] = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
+                                                       name_prefix, full, halo)
+    return list(whole)
 
 
 def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo=None,
