@@ -875,11 +875,13 @@ def test_rung_mesh_lies_strictly_between_the_coarse_mesh_and_the_fine_one():
     from hloshard.mesh import coarse_cuts
 
     m = parse_module(TINY_MLP, "tiny_mlp.hlo")
-    fine = DeviceMesh.for_module(m, "2x2x2", alpha="1,2,3", beta="4,5,6")
+    fine = DeviceMesh.for_module(m, "2x2x2", alpha="1,2,3", beta="6,6,6")
     rung = rung_mesh(fine, m)
     assert rung is not None and rung.num_devices == 8 and rung.user_shape == (2, 4)
     assert set(coarse_cuts(fine, m)) < _cuts(rung.shape) < _cuts(fine.shape)
-    assert rung.alpha[-1] == 3 and rung.beta[-1] == 6 and rung.alpha[0] == 1   # the merged axis at its dearest
+    assert rung.alpha[-1] == 3 and rung.beta[-1] == 6 and rung.alpha[0] == 1   # the merged axis at its dearest alpha
+    # two minor axes on different links (betas 5 and 6) are never merged (hloshard.mesh.link_cuts)
+    assert rung_mesh(DeviceMesh.for_module(m, "2x2x2", alpha="1,2,3", beta="4,5,6"), m) is None
     assert rung_mesh(DeviceMesh.for_module(m, "2x4"), m) is None
     assert rung_mesh(DeviceMesh.for_module(_module("tiny_reshape"), "2x2x2"), _module("tiny_reshape")) is None
 

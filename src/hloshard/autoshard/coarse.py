@@ -102,17 +102,76 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     and its uneven-split policy.  When that is not coarser (the same cuts as ``mesh``: the
     module's reshapes need every cut), the user's mesh of two or more axes unrefined
     (:func:`unrefined_mesh`); None when neither is coarser."""
-    cuts = coarse_cuts(mesh, module)
+    cuts = linked_coarse_cuts(mesh, module)
     if cuts is None:
         return unrefined_mesh(mesh)
     base = mesh.flattened()   # on a device, its sub-axes priced at the links their own devices cross
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
+    if base.roofline_prices is None and len(set(map(float, mesh.beta))) > 1:
+        # the unit model with axes of different betas (--beta 5,1): each coarse axis spans fine axes of one link
+        # (hloshard.mesh.link_cuts), priced at their own alpha and beta, not every axis at the slowest
+        coarse.alpha, coarse.beta = _run_prices(mesh, coarse)
     coarse.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
     coarse.whole_axes_io = getattr(mesh, "whole_axes_io", None)   # the same devices in the same order
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
+
+
+def link_cuts(mesh: DeviceMesh) -> set[int]:
+    """The cuts (strides of the flat device order) between neighbouring axes of ``mesh`` (size-1 axes skipped) on
+    different links: a different beta (cost units per byte of the link) or different link levels
+    (``axis_levels``).  Empty on a mesh whose axes all have one beta (the unit model's default; a device's mesh
+    without a ``dcn`` axis or node boundary)."""
+    levels = mesh.axis_levels or (None,) * mesh.ndim
+    out: set[int] = set()
+    prev = None
+    stride = mesh.num_devices
+    for k, size in enumerate(mesh.shape):
+        stride //= int(size)
+        if int(size) == 1:
+            continue
+        link = (float(mesh.beta[k]), levels[k])
+        if prev is not None and link != prev:
+            out.add(stride * int(size))   # the cut above axis k
+        prev = link
+    return out
+
+
+def linked_coarse_cuts(mesh: DeviceMesh, module) -> set[int] | None:
+    """The coarse mesh's cuts: :func:`hloshard.mesh.coarse_cuts` (the 1-D mesh refined for ``module`` at cuts
+    ``mesh`` has too) and every :func:`link_cuts` of ``mesh``, so that no coarse axis merges a slow link with a
+    fast one (new user 35 F2: ``--mesh data=2:dcn,model=4 --device h100-sxm``, refined to 2x2x2, was solved
+    first on a coarse 4x2 whose axis of 4 was the InfiniBand axis and half of the NVLink one).  None when that is
+    not coarser than ``mesh``.  The fine build's extra orders (``MeshInfo.add_coarse_order``) stay those of
+    ``coarse_cuts``, so the fine space is the same with or without the rule; this mesh's layouts in mesh order are
+    the fine mesh's (its cuts are some of the fine mesh's), and a reversed order of two runs the fine build does
+    not enumerate is completed greedily by :func:`map_choice` (its ``unmatched``)."""
+    cuts = coarse_cuts(mesh, module)
+    if cuts is None:
+        return None
+    cuts = set(cuts) | link_cuts(mesh)
+    return None if cuts == _cuts(mesh.shape) else cuts
+
+
+def _run_prices(fine: DeviceMesh, coarse: DeviceMesh) -> tuple[tuple, tuple]:
+    """Per axis of ``coarse`` (whose cuts are some of ``fine``'s), the largest alpha and beta of the run of
+    ``fine``'s axes it spans (size-1 axes skipped)."""
+    alpha, beta = [], []
+    strides = []   # per fine axis, (the stride above it, its own stride)
+    acc = fine.num_devices
+    for n in fine.shape:
+        strides.append((acc, acc // int(n)))
+        acc //= int(n)
+    acc = coarse.num_devices
+    for n in coarse.shape:
+        hi, lo = acc, acc // int(n)
+        run = [k for k, (a, b) in enumerate(strides) if b >= lo and a <= hi and int(fine.shape[k]) > 1]
+        alpha.append(max((float(fine.alpha[k]) for k in run), default=max(map(float, fine.alpha))))
+        beta.append(max((float(fine.beta[k]) for k in run), default=max(map(float, fine.beta))))
+        acc = lo
+    return tuple(alpha), tuple(beta)
 
 
 def unrefined_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
@@ -277,13 +336,15 @@ def rung_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     36.27 M against 35.38 M at 2x4, within the same limit)."""
     user = tuple(int(n) for n in mesh.user_shape)
     big = [a for a, n in enumerate(user) if n > 1]
-    low = coarse_cuts(mesh, module)
+    low = linked_coarse_cuts(mesh, module)
     if len(big) < 3 or low is None:
         return None
     base = user_mesh_of(mesh)
     if base is None:
         return None
     i, j = big[-2], big[-1]   # merged: j's devices minor inside i's (the flat order is kept)
+    if float(base.beta[i]) != float(base.beta[j]):
+        return None   # two links never make one coarse axis (hloshard.mesh.link_cuts)
     shape = [n for a, n in enumerate(user) if a != j]
     shape[i] = user[i] * user[j]
     keep_axes = [a for a in range(len(user)) if a != j]
