@@ -14,7 +14,8 @@ with a relaxation per node, Land & Doig 1960; the levels play the part of the kn
 **Tree.**  A node restricts some *items* to one *level*.  The items are the reduced nodes whose usage varies
 at the memory points the root's prices ``mu`` weigh (``mu > 0``); an item's levels are the distinct usage
 vectors of its strategies over those points (V: 15 items, 3-6 levels each).  Items are branched on in the
-order of their priced spread ``sum_k mu_k (max_a W[a, k] - min_a W[a, k])`` (largest first); a node's
+order of their priced spread ``sum_k mu_k (max_a W[a, k] - min_a W[a, k])`` (largest first), then every other
+node with a choice, its strategies as its levels (program order), so that the tree is complete; a node's
 children are the levels of the first item not fixed that has more than one level left.
 
 **Bound of a node** (a proof, whatever the prices and the reparametrisation): the Lagrangian relaxation of
@@ -203,10 +204,14 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
         for _ in range(steps):
             dual.set_extra([f + q for f, q in zip(forbid, usage.penalties(mu))])
             dual.sweep(PASSES)
-            b = dual.certified(-float(mu @ caps)) + off - usage.price_error(mu)
+            # the float value picks the best step; only that one is certified (below), or one that closes the node
+            b = dual.value() - float(mu @ caps) + off
             if best is None or b > best:
                 best, keep = b, (dual.state(), mu.copy())
-            if (best_obj is not None and best >= best_obj) or time.monotonic() > deadline:
+            if best_obj is not None and b >= best_obj and \
+                    dual.certified(-float(mu @ caps)) + off - usage.price_error(mu) >= best_obj:
+                break
+            if time.monotonic() > deadline:
                 break
             x = dual.decode(order)
             offer(x)
@@ -216,7 +221,8 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             if gg <= 0:
                 break
             mu = np.maximum(0.0, mu + max(1.0, target - b) / gg * g)
-        return best, keep[0], keep[1]
+        dual.set_state(keep[0])
+        return dual.certified(-float(keep[1] @ caps)) + off - usage.price_error(keep[1]), keep[0], keep[1]
 
     root_allowed = [None] * n
     mu0 = np.zeros(len(caps))
@@ -232,14 +238,18 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
         return BranchResult(None, None, None, "infeasible", 1, [], trace)
     note(root_bound)
     items, levels = memory_items(red, usage, root_mu)
+    # then every other node with a choice, its strategies as levels (program order): the tree is complete, a leaf
+    # is one solution, its bound its cost (or no solution)
+    for i in range(n):
+        if int((red.costs[i] < INF).sum()) > 1:
+            items.append(i)
+            levels.append(np.arange(len(red.costs[i]), dtype=np.int64))
     # heap entries: (bound, tie, evaluated, fixed levels per item (tuple, -1 free), state, mu)
     heap = [(root_bound, 0, True, tuple([-1] * len(items)), root_state, root_mu)]
     tie = 1
     evaluated = 1
-    stuck: list = []   # nodes with every item fixed: open at their bound, not branched on further
-
     def open_bound():
-        vals = ([heap[0][0]] if heap else []) + stuck
+        vals = [heap[0][0]] if heap else []
         low = min(vals) if vals else None
         if best_obj is not None:
             low = best_obj if low is None else min(low, best_obj)
@@ -255,7 +265,8 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
         allowed = [None] * n
         for k, lv in enumerate(fixed):
             if lv >= 0:
-                allowed[items[k]] = levels[k] == lv
+                i = items[k]
+                allowed[i] = (levels[k] == lv) if allowed[i] is None else allowed[i] & (levels[k] == lv)
         if not done:
             b, st, m = evaluate(allowed, state, mu, NODE_STEPS)
             evaluated += 1
@@ -268,16 +279,26 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
                 note(now)
             continue
         # branch: the first item with more than one level left
-        k = next((k for k, lv in enumerate(fixed) if lv < 0 and len(np.unique(levels[k])) > 1), None)
-        if k is None:   # every item fixed: nothing left to branch on; the node stays open at its bound
-            stuck.append(bound)
+        left = []
+        for k, lv in enumerate(fixed):
+            if lv < 0:
+                i = items[k]
+                ok = red.costs[i] < INF if allowed[i] is None else allowed[i] & (red.costs[i] < INF)
+                left = np.unique(levels[k][ok]).tolist()
+                if len(left) > 1:
+                    break
+        else:
+            # one strategy left at every node: the node is one solution, known exactly
+            x = np.array([int(np.argmax((red.costs[i] < INF) if a is None else a & (red.costs[i] < INF)))
+                          for i, a in enumerate(allowed)], dtype=np.int64)
+            offer(x)
             continue
-        for lv in np.unique(levels[k]).tolist():
+        for lv in left:
             child = list(fixed)
             child[k] = lv
             heapq.heappush(heap, (bound, tie, False, tuple(child), state, mu))
             tie += 1
-    if not stuck and (not heap or (best_obj is not None and heap[0][0] >= best_obj)):
+    if not heap or (best_obj is not None and heap[0][0] >= best_obj):
         final = best_obj
         status = "optimal" if best_obj is not None else "infeasible"
     else:
