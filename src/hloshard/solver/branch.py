@@ -28,7 +28,8 @@ objective) instead of forbidden: the costs are pointwise no higher, so the bound
 subgradient steps (Polyak's step towards the incumbent, the subgradient ``load(x) - caps`` at the dual's
 rounding ``x``, :meth:`~hloshard.solver.bounds.DualBound.decode`); each node starts from its parent's
 reparametrisation and prices (:meth:`~hloshard.solver.bounds.DualBound.state`).  A node where the least loads
-its restriction allows exceed a capacity has no solution and is closed.
+its restriction allows exceed a capacity has no solution and is closed, and a strategy that cannot fit beside
+the least usage of the others is priced out like the restriction's (knapsack propagation, :meth:`_Rows.propagate`).
 
 **Search.**  Best first: the node with the least bound is expanded (evaluated first when it was not yet:
 children carry their parent's bound until then), so the proven bound, the least bound open, never falls.
@@ -112,6 +113,38 @@ class _Rows:
                 out += d[int(x[i])]
         return out
 
+    def propagate(self, allowed, costs) -> list | None:
+        """``allowed`` (per node a bool mask or None) with every strategy removed that cannot fit: its row usage
+        plus the least usage of every other node over what it allows exceeds a row's ``rhs`` (knapsack
+        propagation, to a fixed point); forbidden strategies (cost ``INF`` in ``costs``) removed too.  None when a
+        node is left without a strategy (no solution)."""
+        out = [None if a is None else a.copy() for a in allowed]
+        for i, d in enumerate(self.D):
+            if d is not None:
+                fin = costs[i] < INF
+                out[i] = fin if out[i] is None else out[i] & fin
+        while True:
+            mins = [None if d is None else d[a].min(axis=0) if a.any() else None for d, a in zip(self.D, out)]
+            if any(d is not None and m is None for d, m in zip(self.D, mins)):
+                return None
+            total = np.zeros(len(self.rhs), dtype=np.int64)
+            for m in mins:
+                if m is not None:
+                    total += m
+            changed = False
+            for i, d in enumerate(self.D):
+                if d is None:
+                    continue
+                room = self.rhs - (total - mins[i])
+                fits = out[i] & (d <= room[None, :]).all(axis=1)
+                if not fits.any():
+                    return None
+                if not np.array_equal(fits, out[i]):
+                    out[i] = fits
+                    changed = True
+            if not changed:
+                return out
+
     def least(self, allowed) -> np.ndarray:
         """Least load of each row over the strategies ``allowed`` (per node a bool mask, or None: all)."""
         out = np.zeros(len(self.rhs), dtype=np.int64)
@@ -193,7 +226,8 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
 
     def evaluate(allowed, state, mu0, steps):
         """(bound, state, mu) of the node whose strategies are ``allowed``, from ``state`` and prices ``mu0``."""
-        if (usage.least(allowed) > caps).any():
+        allowed = usage.propagate(allowed, red.costs)
+        if allowed is None:
             return None, None, None   # no solution fits
         dual.set_state(state)
         pen = (best_obj if best_obj is not None else big) + 1.0
