@@ -379,9 +379,11 @@ class DualBound:
         self.emin = np.array([min(float(self.matrix(e).min()), BIG) if self.base[e].size else 0.0
                               for e in range(len(self.base))], dtype=np.float64)
 
-    def certified(self, constant: float = 0.0) -> int:
-        """The bound of the current potentials, recomputed from scratch and rounded down with a margin that covers
-        every float rounding of the recomputation: a Python int (presolve offset excluded, ``constant`` added).
+    def certified(self, constant: float = 0.0, error: float = 0.0) -> int:
+        """The bound of the current potentials, recomputed from scratch, less a margin that covers every float
+        rounding of the recomputation and less ``error`` (the caller's own, e.g. of Lagrangian extras), then
+        rounded *up* (every solution's objective is an integer: the problem's costs are): a Python int (presolve
+        offset excluded, ``constant`` added).
 
         A reparametrisation is a bound for *any* potentials ``p_e``, ``q_e`` (the objective of every solution is
         unchanged), so the node costs are rebuilt here as problem costs + extras + the potentials of their edges,
@@ -418,7 +420,7 @@ class DualBound:
             return int(BIG)
         total = math.fsum(parts) + constant
         err += eps * (sum(abs(x) for x in parts) + abs(constant)) * 2 + 1e-6
-        return int(math.floor(total - err))
+        return int(math.ceil(total - err - error))
 
     def state(self) -> tuple:
         """A copy of what :meth:`sweep` and :meth:`set_extra` change (node costs, extras, edge potentials and

@@ -39,7 +39,6 @@ Every rounding that fits in memory and beats the incumbent becomes the incumbent
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -96,15 +95,15 @@ class _Rows:
     def penalties(self, mu) -> list:
         return [np.zeros(k) if d is None else d @ mu for d, k in zip(self.D, self.sizes)]
 
-    def price_error(self, mu) -> int:
+    def price_error(self, mu) -> float:
         """Most the float Lagrangian terms (:meth:`penalties`, ``mu . rhs``) can be off from their exact values in
-        all, rounded up: ``(rows + 1) * 2**-52`` times the sums of the magnitudes (``mu >= 0``, ``D >= 0``)."""
+        all: ``(rows + 1) * 2**-52`` times the sums of the magnitudes (``mu >= 0``, ``D >= 0``), doubled."""
         eps = (len(self.rhs) + 1) * 2.0 ** -52
         err = eps * float(mu @ self.rhs)
         for d in self.D:
             if d is not None:
                 err += eps * float((d @ mu).max())
-        return int(math.ceil(err))
+        return 2.0 * err
 
     def loads(self, x) -> np.ndarray:
         out = np.zeros(len(self.rhs), dtype=np.int64)
@@ -243,7 +242,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             if best is None or b > best:
                 best, keep = b, (dual.state(), mu.copy())
             if best_obj is not None and b >= best_obj and \
-                    dual.certified(-float(mu @ caps)) + off - usage.price_error(mu) >= best_obj:
+                    dual.certified(-float(mu @ caps), usage.price_error(mu)) + off >= best_obj:
                 break
             if time.monotonic() > deadline:
                 break
@@ -256,7 +255,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
                 break
             mu = np.maximum(0.0, mu + max(1.0, target - b) / gg * g)
         dual.set_state(keep[0])
-        return dual.certified(-float(keep[1] @ caps)) + off - usage.price_error(keep[1]), keep[0], keep[1]
+        return dual.certified(-float(keep[1] @ caps), usage.price_error(keep[1])) + off, keep[0], keep[1]
 
     root_allowed = [None] * n
     mu0 = np.zeros(len(caps))
