@@ -5,6 +5,7 @@
   ('optimal') holds the optimum and 'infeasible' only comes with no solution; started from the LP's duals
   (:func:`hloshard.solver.lp.lp_potentials`) its bound is never below the LP's (less 1 for rounding), and the
   branching closes trees the LP alone does not;
+* the same tree with an LP per node (:func:`hloshard.solver.branch.lp_branch_and_bound`) closes on the optimum;
 * the certified bound is a bound (at most the optimum), at least :meth:`DualBound.proven`'s, and at the LP's
   optimal duals (:meth:`DualBound.set_potentials`) it is the LP's bound.
 """
@@ -16,7 +17,7 @@ import pytest
 
 from hloshard.costgraph import INFINITY, Problem
 from hloshard.solver.bounds import DualBound
-from hloshard.solver.branch import branch_and_bound
+from hloshard.solver.branch import branch_and_bound, lp_branch_and_bound
 from hloshard.solver.lp import lp_potentials
 from hloshard.solver.presolve import Infeasible, presolve
 from tests.test_solver import brute_force
@@ -91,6 +92,22 @@ def test_the_tree_bound_never_exceeds_the_optimum_and_a_closed_tree_holds_it():
     assert beyond_lp >= 1, beyond_lp    # and branching proves what the LP does not
 
 
+def test_the_lp_tree_closes_on_the_optimum_and_its_bound_is_never_above_it():
+    """:func:`lp_branch_and_bound`: an LP per node, warm from the last basis; its root is the LP's bound."""
+    for seed, p, red in _cases():
+        best, _ = brute_force(p)
+        lpb, _, _, _ = lp_potentials(red, 10)
+        r = lp_branch_and_bound(red, 20, max_nodes=400)
+        if best is None:
+            assert r.status in ("infeasible", "limit") and r.objective is None, f"seed {seed}"
+            continue
+        assert r.status == "optimal" and r.objective == best == r.bound, f"seed {seed}: {r}"
+        assert r.trace[0][1] is None or r.trace[0][1] >= min(lpb, best) - 1
+        assert all(t[1] is None or t[1] <= best for t in r.trace)
+        cut = lp_branch_and_bound(red, 20, max_nodes=1)    # the root alone: the LP's bound, at most the optimum
+        assert cut.bound is not None and min(lpb, best) - 1 <= cut.bound <= best
+
+
 def test_certified_bound_is_a_bound_and_at_the_lps_duals_is_the_lps():
     for seed in range(6):
         p = memory_problem(100 + seed, memory=False)
@@ -114,3 +131,5 @@ def test_a_problem_without_memory_constraints_is_refused():
     red = presolve(memory_problem(3, memory=False), reductions=False)
     with pytest.raises(ValueError, match="no memory constraints"):
         branch_and_bound(red, 1.0)
+    with pytest.raises(ValueError, match="no memory constraints"):
+        lp_branch_and_bound(red, 1.0)

@@ -253,6 +253,25 @@ class _LocalPolytope:
             return None
         return self._result(np.array(resp.dual_value, dtype=np.float64), np.array(resp.variable_value, dtype=np.float64))
 
+    def restrict(self, ub) -> bool:
+        """Set the variables' upper bounds to ``ub`` (``(nvar,)`` 0/1 ints) in the certificate and in the kept GLOP
+        solver, made here when there is none yet, so that the next incremental :meth:`solve` starts from its
+        last basis (the dual simplex after bound changes: :func:`~hloshard.solver.branch.lp_branch_and_bound`'s
+        nodes).  False when GLOP cannot be made."""
+        ub = np.asarray(ub, dtype=np.int64)
+        solver = getattr(self, "_solver", None)
+        if solver is None:
+            solver = self._solver = pywraplp.Solver.CreateSolver("GLOP")
+            if solver is None or solver.LoadModelFromProto(self.model):
+                self._solver = None
+                return False
+            self._loaded = len(self.cons_rhs)
+        xs = solver.variables()
+        for j in np.nonzero(ub != self.ub)[0].tolist():
+            xs[j].SetUb(float(ub[j]))
+        self.ub = ub.copy()
+        return True
+
     def _solve_incremental(self, time_limit: float, params: str, budget: IterationBudget | None = None):
         solver = getattr(self, "_solver", None)
         if solver is None:
