@@ -352,7 +352,8 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     Measured on contest V (load 33): the root LP 60.8 CPU-s; fixing the first item's level, a warm re-solve took
     6.4-9.7 CPU-s and raised the bound from 1,323,173 to 1,566,707-1,597,721, where the Lagrangian bound of
     :func:`branch_and_bound` gave its children ~1.33 M.  The items and their order come from the root LP's memory
-    prices.  Arguments and result as :func:`branch_and_bound` (``time_limit`` in wall seconds, checked between
+    prices; a node branches on the item whose LP levels are the most fractional (the most-fractional rule).  Arguments and
+    result as :func:`branch_and_bound` (``time_limit`` in wall seconds, checked between
     solves; a solve is given what is left).  Raises ValueError without memory constraints."""
     if red.memory is None:
         raise ValueError("lp_branch_and_bound: the problem has no memory constraints")
@@ -396,17 +397,17 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
                 want[lp.xoff[i]:lp.xoff[i] + len(a)] &= a.astype(np.int64)
         left = deadline - time.monotonic()
         if left <= 0.05 or not lp.restrict(want):
-            return None, None
+            return None, None, None
         res = lp.solve(left, None, incremental=True)
         if res is None:
-            return None, None
-        return res[0], lp.positions(res[1])
+            return None, None, None
+        return res[0], lp.positions(res[1]), res[1][:lp.nx]
 
     root_allowed = [None] * n
     allowed0 = usage.propagate(root_allowed, red.costs)
     if allowed0 is None:
         return BranchResult(None, best_obj, best_x, "infeasible", 0, [], trace)
-    rb, rpos = solve(allowed0)
+    rb, rpos, rx = solve(allowed0)
     if rb is None:
         note(best_obj)
         return BranchResult(best_obj, best_obj, best_x, "limit", 1, [], trace)
@@ -419,7 +420,30 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         if int((red.costs[i] < INF).sum()) > 1:
             items.append(i)
             levels.append(np.arange(len(red.costs[i]), dtype=np.int64))
-    heap = [(rb, 0, True, tuple([-1] * len(items)))]
+
+    def pick(fixed, x):
+        """The item to branch on: the one whose LP levels are the most fractional (``1 -`` its largest level's LP
+        mass; the usual most-fractional rule), else the first with more than one level left; None when none is."""
+        best_k, best_f = None, 1e-6
+        first = None
+        for k, lv in enumerate(fixed):
+            if lv >= 0:
+                continue
+            i = items[k]
+            lvl = levels[k]
+            if len(np.unique(lvl[red.costs[i] < INF])) < 2:
+                continue
+            if first is None:
+                first = k
+            if x is None:
+                break
+            mass = np.bincount(lvl, weights=np.clip(x[lp.xoff[i]:lp.xoff[i] + len(lvl)], 0.0, 1.0))
+            f = 1.0 - float(mass.max())
+            if f > best_f:
+                best_k, best_f = k, f
+        return best_k if best_k is not None else first
+
+    heap = [(rb, 0, True, tuple([-1] * len(items)), pick(tuple([-1] * len(items)), rx))]
     tie, evaluated = 1, 1
 
     def open_bound():
@@ -431,9 +455,9 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     while heap:
         if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
             break
-        bound, _, done, fixed = heapq.heappop(heap)
+        bound, _, done, fixed, branch_k = heapq.heappop(heap)
         if best_obj is not None and bound >= best_obj:
-            heapq.heappush(heap, (bound, tie, done, fixed))
+            heapq.heappush(heap, (bound, tie, done, fixed, branch_k))
             tie += 1
             break
         allowed = [None] * n
@@ -445,29 +469,30 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         if allowed is None:
             continue
         if not done:
-            b, pos = solve(allowed)
+            b, pos, bx = solve(allowed)
             if b is None:
                 if time.monotonic() > deadline:
-                    heapq.heappush(heap, (bound, tie, False, fixed))
+                    heapq.heappush(heap, (bound, tie, False, fixed, None))
                     tie += 1
                     break
                 evaluated += 1
                 continue   # infeasible LP: no solution in the node
             evaluated += 1
             offer(pos)
-            heapq.heappush(heap, (max(bound, b), tie, True, fixed))
+            heapq.heappush(heap, (max(bound, b), tie, True, fixed, pick(fixed, bx)))
             tie += 1
             now = open_bound()
             if now is not None and (lo_seen[0] is None or now > lo_seen[0]):
                 note(now)
             continue
-        for k, lv in enumerate(fixed):
-            if lv < 0:
-                i = items[k]
-                ok = allowed[i] if allowed[i] is not None else red.costs[i] < INF
-                left = np.unique(levels[k][ok]).tolist()
-                if len(left) > 1:
-                    break
+        left = []
+        order_k = ([branch_k] if branch_k is not None else []) + [k for k, lv in enumerate(fixed) if lv < 0]
+        for k in order_k:
+            i = items[k]
+            ok = allowed[i] if allowed[i] is not None else red.costs[i] < INF
+            left = np.unique(levels[k][ok]).tolist()
+            if len(left) > 1:
+                break
         else:
             x = np.array([int(np.argmax((red.costs[i] < INF) if a is None else a & (red.costs[i] < INF)))
                           for i, a in enumerate(allowed)], dtype=np.int64)
@@ -476,7 +501,7 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         for lv in left:
             child = list(fixed)
             child[k] = lv
-            heapq.heappush(heap, (bound, tie, False, tuple(child)))
+            heapq.heappush(heap, (bound, tie, False, tuple(child), None))
             tie += 1
     if not heap or (best_obj is not None and heap[0][0] >= best_obj):
         final, status = best_obj, ("optimal" if best_obj is not None else "infeasible")
