@@ -425,7 +425,7 @@ def solve(mdl: Model, time_limit: float, workers: int = 2, seed: int = 0, determ
         resp = solver.response_proto
         positions = mdl.decode(list(resp.solution))
         objective = int(round(solver.objective_value)) * mdl.scale
-    if name != "infeasible":
+    if name not in ("infeasible", "unknown"):   # stopped before any solution, CP-SAT reports a bound of 0
         b = solver.best_objective_bound
         if math.isfinite(b):
             bound = int(math.ceil(b - 1e-6)) * mdl.scale

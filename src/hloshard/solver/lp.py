@@ -58,6 +58,21 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
     return bound, positions if integral else None
 
 
+def lp_potentials(red, time_limit: float, deterministic_limit: float | None = None):
+    """``(bound, prow, pcol, rows)``: the LP relaxation's certified bound (presolve offset included, as
+    :func:`lp_solve`), its optimal duals as edge potentials (:meth:`_LocalPolytope.edge_potentials`) and as memory
+    row prices (:meth:`_LocalPolytope.memory_prices`, ``[]`` without memory), or ``(None, None, None, None)`` when
+    GLOP ends without an optimal basis.  :mod:`hloshard.solver.branch` starts its tree from them (a dual ascent
+    from this reparametrisation and these prices starts at the LP's bound, less float rounding).
+    (Round 35, helper proof.)"""
+    lp = _LocalPolytope(red)
+    res = lp.solve(time_limit, deterministic_limit)
+    if res is None:
+        return None, None, None, None
+    prow, pcol = lp.edge_potentials(lp.duals)
+    return res[0], prow, pcol, lp.memory_prices(lp.duals)
+
+
 class IterationBudget:
     """GLOP simplex iterations shared by several :func:`lp_solve` calls (deterministic mode: the
     iteration count, like GLOP's deterministic time, does not depend on the load, and GLOP reports it
@@ -183,6 +198,7 @@ class _LocalPolytope:
             for b in range(int(sizes[v])):
                 sel = ids[cols == b]
                 self.add(np.append(sel, xoff[v] + b), np.append(np.ones(len(sel)), -1), 0, 0)
+        self.first_memory_row = len(self.cons_rhs)
         if red.memory is not None:
             profs = red.memory.profiles()
             for rhs, terms in memory_rows(red, np.arange(n, dtype=np.int64), np.ones(n, dtype=bool)):
@@ -195,6 +211,7 @@ class _LocalPolytope:
                         acc[key] = acc.get(key, 0) + int(d[a])
                 keys = sorted(acc)
                 self.add(keys, [acc[key] for key in keys], rhs, 1)
+        self.num_memory_rows = len(self.cons_rhs) - self.first_memory_row
 
     def add(self, idx, coef, rhs, kind) -> None:
         """Append the row ``sum coef * x[idx] (= or <=) rhs`` (``kind`` 0 or 1; integer coefficients)."""
@@ -236,6 +253,25 @@ class _LocalPolytope:
             return None
         return self._result(np.array(resp.dual_value, dtype=np.float64), np.array(resp.variable_value, dtype=np.float64))
 
+    def restrict(self, ub) -> bool:
+        """Set the variables' upper bounds to ``ub`` (``(nvar,)`` 0/1 ints) in the certificate and in the kept GLOP
+        solver, made here when there is none yet, so that the next incremental :meth:`solve` starts from its
+        last basis (the dual simplex after bound changes: :func:`~hloshard.solver.branch.lp_branch_and_bound`'s
+        nodes).  False when GLOP cannot be made."""
+        ub = np.asarray(ub, dtype=np.int64)
+        solver = getattr(self, "_solver", None)
+        if solver is None:
+            solver = self._solver = pywraplp.Solver.CreateSolver("GLOP")
+            if solver is None or solver.LoadModelFromProto(self.model):
+                self._solver = None
+                return False
+            self._loaded = len(self.cons_rhs)
+        xs = solver.variables()
+        for j in np.nonzero(ub != self.ub)[0].tolist():
+            xs[j].SetUb(float(ub[j]))
+        self.ub = ub.copy()
+        return True
+
     def _solve_incremental(self, time_limit: float, params: str, budget: IterationBudget | None = None):
         solver = getattr(self, "_solver", None)
         if solver is None:
@@ -270,7 +306,40 @@ class _LocalPolytope:
         kind = np.array(self.cons_kind, dtype=np.int64)
         y = np.where(kind == 1, np.minimum(y, 0.0), y)  # "<=" rows of a minimisation: y <= 0
         bound = _certified(self.cost, self.ub, self.cons_idx, self.cons_coef, self.cons_rhs, y) + int(self.red.offset)
+        self.duals = y
         return bound, values
+
+    def edge_potentials(self, y) -> tuple:
+        """``(prow, pcol)``: per edge the duals ``y`` of its row and column marginalisation rows (``sum_b x_e(a, b) -
+        x_u(a) = 0`` and ``sum_a x_e(a, b) - x_v(b) = 0``, in the order :meth:`__init__` adds them), float arrays of
+        ``|S_u|`` and ``|S_v|`` values.  They are a reparametrisation: the LP reduced cost of pair ``(a, b)`` is
+        ``M_e(a, b) - prow[e][a] - pcol[e][b]`` (:mod:`hloshard.solver.bounds`' ``p_e``, ``q_e``)."""
+        y = np.asarray(y, dtype=np.float64)
+        k = self.n
+        prow, pcol = [], []
+        for u, v, *_ in self.evars:
+            su, sv = int(self.sizes[u]), int(self.sizes[v])
+            prow.append(y[k:k + su].copy())
+            pcol.append(y[k + su:k + su + sv].copy())
+            k += su + sv
+        return prow, pcol
+
+    def memory_prices(self, y) -> list:
+        """The LP's memory rows with their prices: per row ``(mu, rhs, [(node, d), ...])`` with ``mu = -y >= 0`` its
+        dual, ``rhs`` its right-hand side and, per node in it, ``d`` (int64 per strategy) the row's coefficients
+        ``U - min U`` (:func:`~hloshard.solver.cpsat.memory_rows`).  For every ``x`` that keeps the row,
+        ``mu * (sum_node d[x_node] - rhs) <= 0``: a Lagrangian price of the row."""
+        y = np.asarray(y, dtype=np.float64)
+        out = []
+        for k in range(self.first_memory_row, self.first_memory_row + self.num_memory_rows):
+            idx, coef = self.cons_idx[k], self.cons_coef[k]
+            node = np.searchsorted(self.xoff, idx, side="right") - 1
+            per: dict = {}
+            for i, j, c in zip(node.tolist(), idx.tolist(), coef.tolist()):
+                d = per.setdefault(i, np.zeros(int(self.sizes[i]), dtype=np.int64))
+                d[j - int(self.xoff[i])] += c
+            out.append((max(0.0, -float(y[k])), int(self.cons_rhs[k]), sorted(per.items())))
+        return out
 
     def blocks(self, values) -> list:
         return np.split(values[:self.nx], self.xoff[1:]) if self.n else []

@@ -1,0 +1,521 @@
+"""Branch and bound over the memory-heavy choices of a reduced problem, a Lagrangian dual bound per node.
+
+**Why.**  On problems whose memory limit binds hard the LP relaxation (local polytope + memory rows,
+:mod:`~hloshard.solver.lp`) can stay far under the optimum: contest instance V (208 reduced nodes, 88 memory
+points) has the LP at 1,323,173 under the optimum 1,617,084 (Gurobi's), and no block of it is the cause (round
+35: every block of up to 24 nodes is integral at the LP's duals).  The gap is the memory: without memory
+limits the dual bound is 409,325; the LP lets each memory-heavy node take a fractional mix of a sharded and a
+replicated strategy that meets the capacity exactly.  Fixing the memory-heavy nodes' *level* (how much memory
+they take where memory binds) removes that mix: with V's 15 such nodes fixed at the levels of a 1,670,909
+solution, the Lagrangian bound below reaches 1,646,302 (1.5% under that solution, 1.8% above the optimum, so
+those levels are proven not optimal).  Branching on the levels is how such a gap is closed (branch and bound
+with a relaxation per node, Land & Doig 1960; the levels play the part of the knapsack items).
+
+**Tree.**  A node restricts some *items* to one *level*.  The items are the reduced nodes whose usage varies
+at the memory points the root's prices ``mu`` weigh (``mu > 0``); an item's levels are the distinct usage
+vectors of its strategies over those points (V: 15 items, 3-6 levels each).  Items are branched on in the
+order of their priced spread ``sum_k mu_k (max_a W[a, k] - min_a W[a, k])`` (largest first), then every other
+node with a choice, its strategies as its levels (program order), so that the tree is complete; a node's
+children are the levels of the first item not fixed that has more than one level left.
+
+**Bound of a node** (a proof, whatever the prices and the reparametrisation): the Lagrangian relaxation of
+every memory point, ``min_x cost(x) + mu . (load(x) - caps)`` over the node's restriction, is at most its
+optimum for any ``mu >= 0`` (Geoffrion 1974); the priced problem (node costs plus ``W_i mu``) is bounded by
+:class:`~hloshard.solver.bounds.DualBound`'s dual ascent (:meth:`~hloshard.solver.bounds.DualBound.proven`,
+``-mu . caps`` as its constant), recomputed exactly up to a margin for float rounding
+(:meth:`~hloshard.solver.bounds.DualBound.certified`, :meth:`_Rows.price_error`).  Strategies outside the restriction are priced ``penalty`` (the incumbent's
+objective) instead of forbidden: the costs are pointwise no higher, so the bound stays one.  ``mu`` moves by
+subgradient steps (Polyak's step towards the incumbent, the subgradient ``load(x) - caps`` at the dual's
+rounding ``x``, :meth:`~hloshard.solver.bounds.DualBound.decode`); each node starts from its parent's
+reparametrisation and prices (:meth:`~hloshard.solver.bounds.DualBound.state`).  A node where the least loads
+its restriction allows exceed a capacity has no solution and is closed, and a strategy that cannot fit beside
+the least usage of the others is priced out like the restriction's (knapsack propagation, :meth:`_Rows.propagate`).
+
+**Search.**  Best first: the node with the least bound is expanded (evaluated first when it was not yet:
+children carry their parent's bound until then), so the proven bound, the least bound open, never falls.
+Every rounding that fits in memory and beats the incumbent becomes the incumbent.
+
+**Two node bounds.**  :func:`branch_and_bound` uses the Lagrangian + dual ascent above: ~0.4 CPU-s a node on V, but
+weak in the interior (V, from the LP's duals, 300 s at load ~30: 1,323,173 -> 1,369,097 in 173 nodes).
+:func:`lp_branch_and_bound` uses the LP relaxation itself, re-solved warm per node: 6-18 CPU-s a node on V, and
+far stronger (fixing the first item's level alone: 1,323,319 to 3,294,956 over its six levels, three of them
+above the optimum).  Neither is on :func:`~hloshard.solver.api.solve_problem`'s path.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bounds import DualBound
+from .cpsat import memory_rows
+from .heuristic import LocalSearch
+from .lp import _LocalPolytope
+from .presolve import INF
+
+#: subgradient steps at the root (its prices decide the items) and at every other node (warm from its parent)
+ROOT_STEPS = 40
+NODE_STEPS = 6
+#: dual sweeps (passes) per subgradient step
+PASSES = 10
+
+
+@dataclass
+class BranchResult:
+    """``bound``: proven lower bound of the reduced problem's optimum (presolve offset included; the incumbent's
+    objective when the tree is closed); ``objective``/``positions``: the best solution known (the one given, or
+    one the search found), None without one; ``status``: 'optimal' (tree closed with a solution), 'infeasible'
+    (closed without), 'limit' (time or node limit); ``nodes``: nodes evaluated; ``items``: reduced node ids
+    branched on, in order; ``trace``: ``[seconds, bound, objective]`` each time either improved."""
+
+    bound: int | None
+    objective: int | None
+    positions: np.ndarray | None
+    status: str
+    nodes: int
+    items: list
+    trace: list = field(default_factory=list)
+
+
+class _Rows:
+    """The memory rows of :func:`~hloshard.solver.cpsat.memory_rows` (the LP's and CP-SAT's: one per elementary
+    interval of the usage profiles, ``sum_i d_i(x_i) <= rhs`` with ``d = U - min U``), as per reduced node a dense
+    ``(|S_i|, rows)`` int64 matrix ``D_i`` (None for nodes in no row) and ``rhs`` (``(rows,)`` float, bytes)."""
+
+    def __init__(self, red):
+        n = red.num_nodes
+        rows = memory_rows(red, np.arange(n, dtype=np.int64), np.ones(n, dtype=bool))
+        profs = red.memory.profiles()
+        self.sizes = [len(c) for c in red.costs]
+        self.rhs = np.array([r for r, _ in rows], dtype=np.float64)
+        self.D: list = [None] * n
+        for k, (_, terms) in enumerate(rows):
+            for li, q, i in terms:
+                col = profs[i][1][:, q]
+                if self.D[li] is None:
+                    self.D[li] = np.zeros((self.sizes[li], len(rows)), dtype=np.int64)
+                self.D[li][:, k] += col - col.min()
+
+    def penalties(self, mu) -> list:
+        return [np.zeros(k) if d is None else d @ mu for d, k in zip(self.D, self.sizes)]
+
+    def price_error(self, mu) -> float:
+        """Most the float Lagrangian terms (:meth:`penalties`, ``mu . rhs``) can be off from their exact values in
+        all: ``(rows + 1) * 2**-52`` times the sums of the magnitudes (``mu >= 0``, ``D >= 0``), doubled."""
+        eps = (len(self.rhs) + 1) * 2.0 ** -52
+        err = eps * float(mu @ self.rhs)
+        for d in self.D:
+            if d is not None:
+                err += eps * float((d @ mu).max())
+        return 2.0 * err
+
+    def loads(self, x) -> np.ndarray:
+        out = np.zeros(len(self.rhs), dtype=np.int64)
+        for i, d in enumerate(self.D):
+            if d is not None:
+                out += d[int(x[i])]
+        return out
+
+    def propagate(self, allowed, costs) -> list | None:
+        """``allowed`` (per node a bool mask or None) with every strategy removed that cannot fit: its row usage
+        plus the least usage of every other node over what it allows exceeds a row's ``rhs`` (knapsack
+        propagation, to a fixed point); forbidden strategies (cost ``INF`` in ``costs``) removed too.  None when a
+        node is left without a strategy (no solution)."""
+        out = [None if a is None else a.copy() for a in allowed]
+        for i, d in enumerate(self.D):
+            if d is not None:
+                fin = costs[i] < INF
+                out[i] = fin if out[i] is None else out[i] & fin
+        while True:
+            mins = [None if d is None else d[a].min(axis=0) if a.any() else None for d, a in zip(self.D, out)]
+            if any(d is not None and m is None for d, m in zip(self.D, mins)):
+                return None
+            total = np.zeros(len(self.rhs), dtype=np.int64)
+            for m in mins:
+                if m is not None:
+                    total += m
+            changed = False
+            for i, d in enumerate(self.D):
+                if d is None:
+                    continue
+                room = self.rhs - (total - mins[i])
+                fits = out[i] & (d <= room[None, :]).all(axis=1)
+                if not fits.any():
+                    return None
+                if not np.array_equal(fits, out[i]):
+                    out[i] = fits
+                    changed = True
+            if not changed:
+                return out
+
+    def least(self, allowed) -> np.ndarray:
+        """Least load of each row over the strategies ``allowed`` (per node a bool mask, or None: all)."""
+        out = np.zeros(len(self.rhs), dtype=np.int64)
+        for i, d in enumerate(self.D):
+            if d is not None:
+                a = allowed[i]
+                out += (d if a is None else d[a]).min(axis=0)
+        return out
+
+
+def memory_items(red, usage: _Rows, mu) -> tuple[list, list]:
+    """``(items, levels)``: reduced node ids whose usage varies at the points ``mu`` prices (``mu > 0``), in
+    decreasing order of their priced spread (module docstring), and per item an ``(|S_i|,)`` int array, the
+    level of each strategy (equal usage at those points, equal level; levels numbered from 0)."""
+    crit = np.nonzero(np.asarray(mu) > 0)[0]
+    if not len(crit):
+        return [], []
+    scored = []
+    for i, w in enumerate(usage.D):
+        if w is None:
+            continue
+        sub = w[:, crit]
+        spread = sub.max(axis=0) - sub.min(axis=0)
+        if not spread.any():
+            continue
+        _, level = np.unique(sub, axis=0, return_inverse=True)
+        scored.append((-float(spread @ np.asarray(mu)[crit]), i, level.reshape(-1).astype(np.int64)))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    return [i for _, i, _ in scored], [lv for _, _, lv in scored]
+
+
+def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
+                     progress=None, start=None) -> BranchResult:
+    """Branch and bound over the memory items of the reduced problem ``red`` (module docstring).
+
+    ``time_limit``: wall seconds (checked between subgradient steps); ``incumbent``: optional positions per
+    reduced node of a solution (its objective prunes; without one the first rounding that fits in memory is
+    taken); ``max_nodes``: most nodes evaluated; ``progress(seconds, bound, objective)`` on each improvement;
+    ``start``: ``(prow, pcol, rows)`` of :func:`~hloshard.solver.lp.lp_potentials` (the LP's optimal duals as edge
+    potentials and memory row prices): the root starts from them, at the LP's bound; without it from zero.
+    Raises ValueError for a problem without memory constraints (there is nothing to branch on: the dual
+    bound of :mod:`~hloshard.solver.bounds` is the same bound)."""
+    if red.memory is None:
+        raise ValueError("branch_and_bound: the problem has no memory constraints")
+    t0 = time.monotonic()
+    deadline = t0 + float(time_limit)
+    n = red.num_nodes
+    off = int(red.offset)
+    ls = LocalSearch(red, seed=0)
+    usage = _Rows(red)
+    caps = usage.rhs
+    order = np.arange(n, dtype=np.int64)
+    best_x, best_obj = None, None
+    if incumbent is not None:
+        x = np.asarray(incumbent, dtype=np.int64)
+        if ls.feasible(x):
+            best_x, best_obj = x.copy(), ls.objective(x) + off
+    trace: list = []
+    lo_seen = [None]
+
+    def note(bound):
+        if bound is not None and (lo_seen[0] is None or bound > lo_seen[0]):
+            lo_seen[0] = bound
+        trace.append([round(time.monotonic() - t0, 3), lo_seen[0], best_obj])
+        if progress is not None:
+            progress(trace[-1][0], lo_seen[0], best_obj)
+
+    def offer(x):
+        nonlocal best_x, best_obj
+        if ls.feasible(x):
+            o = ls.objective(x) + off
+            if best_obj is None or o < best_obj:
+                best_x, best_obj = x.copy(), o
+                note(None)
+
+    dual = DualBound(red)
+    big = sum(float(c[c < INF].max()) for c in red.costs if (c < INF).any()) + \
+        sum(float(m[m < INF].max()) for m in red.edge_costs if (m < INF).any())
+
+    def evaluate(allowed, state, mu0, steps):
+        """(bound, state, mu) of the node whose strategies are ``allowed``, from ``state`` and prices ``mu0``."""
+        allowed = usage.propagate(allowed, red.costs)
+        if allowed is None:
+            return None, None, None   # no solution fits
+        dual.set_state(state)
+        pen = (best_obj if best_obj is not None else big) + 1.0
+        forbid = [np.zeros(len(c)) if a is None else np.where(a, 0.0, pen) for c, a in zip(red.costs, allowed)]
+        mu = np.asarray(mu0, dtype=np.float64).copy()
+        best = None
+        keep = (None, None)
+        for _ in range(steps):
+            dual.set_extra([f + q for f, q in zip(forbid, usage.penalties(mu))])
+            dual.sweep(PASSES)
+            # the float value picks the best step; only that one is certified (below), or one that closes the node
+            b = dual.value() - float(mu @ caps) + off
+            if best is None or b > best:
+                best, keep = b, (dual.state(), mu.copy())
+            if best_obj is not None and b >= best_obj and \
+                    dual.certified(-float(mu @ caps), usage.price_error(mu)) + off >= best_obj:
+                break
+            if time.monotonic() > deadline:
+                break
+            x = dual.decode(order)
+            offer(x)
+            g = (usage.loads(x) - caps).astype(np.float64)
+            gg = float(g @ g)
+            target = best_obj if best_obj is not None else b + 0.05 * max(1.0, abs(b))
+            if gg <= 0:
+                break
+            mu = np.maximum(0.0, mu + max(1.0, target - b) / gg * g)
+        dual.set_state(keep[0])
+        return dual.certified(-float(keep[1] @ caps), usage.price_error(keep[1])) + off, keep[0], keep[1]
+
+    root_allowed = [None] * n
+    mu0 = np.zeros(len(caps))
+    if start is not None:
+        prow, pcol, rows = start
+        dual.set_potentials(prow, pcol)
+        if rows:
+            if len(rows) != len(caps):
+                raise ValueError(f"branch_and_bound: {len(rows)} priced rows for {len(caps)} memory rows")
+            mu0 = np.array([float(r[0]) for r in rows], dtype=np.float64)
+    root_bound, root_state, root_mu = evaluate(root_allowed, dual.state(), mu0, ROOT_STEPS)
+    if root_bound is None:
+        return BranchResult(None, None, None, "infeasible", 1, [], trace)
+    note(root_bound)
+    items, levels = memory_items(red, usage, root_mu)
+    # then every other node with a choice, its strategies as levels (program order): the tree is complete, a leaf
+    # is one solution, its bound its cost (or no solution)
+    for i in range(n):
+        if int((red.costs[i] < INF).sum()) > 1:
+            items.append(i)
+            levels.append(np.arange(len(red.costs[i]), dtype=np.int64))
+    # heap entries: (bound, tie, evaluated, fixed levels per item (tuple, -1 free), state, mu)
+    heap = [(root_bound, 0, True, tuple([-1] * len(items)), root_state, root_mu)]
+    tie = 1
+    evaluated = 1
+    def open_bound():
+        vals = [heap[0][0]] if heap else []
+        low = min(vals) if vals else None
+        if best_obj is not None:
+            low = best_obj if low is None else min(low, best_obj)
+        return low
+    while heap:
+        if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
+            break
+        bound, _, done, fixed, state, mu = heapq.heappop(heap)
+        if best_obj is not None and bound >= best_obj:
+            heapq.heappush(heap, (bound, tie, done, fixed, state, mu))   # every open node is closed
+            tie += 1
+            break
+        allowed = [None] * n
+        for k, lv in enumerate(fixed):
+            if lv >= 0:
+                i = items[k]
+                allowed[i] = (levels[k] == lv) if allowed[i] is None else allowed[i] & (levels[k] == lv)
+        if not done:
+            b, st, m = evaluate(allowed, state, mu, NODE_STEPS)
+            evaluated += 1
+            if b is None:
+                continue
+            heapq.heappush(heap, (max(bound, b), tie, True, fixed, st, m))
+            tie += 1
+            now = open_bound()
+            if now is not None and (lo_seen[0] is None or now > lo_seen[0]):
+                note(now)
+            continue
+        # branch: the first item with more than one level left
+        left = []
+        for k, lv in enumerate(fixed):
+            if lv < 0:
+                i = items[k]
+                ok = red.costs[i] < INF if allowed[i] is None else allowed[i] & (red.costs[i] < INF)
+                left = np.unique(levels[k][ok]).tolist()
+                if len(left) > 1:
+                    break
+        else:
+            # one strategy left at every node: the node is one solution, known exactly
+            x = np.array([int(np.argmax((red.costs[i] < INF) if a is None else a & (red.costs[i] < INF)))
+                          for i, a in enumerate(allowed)], dtype=np.int64)
+            offer(x)
+            continue
+        for lv in left:
+            child = list(fixed)
+            child[k] = lv
+            heapq.heappush(heap, (bound, tie, False, tuple(child), state, mu))
+            tie += 1
+    if not heap or (best_obj is not None and heap[0][0] >= best_obj):
+        final = best_obj
+        status = "optimal" if best_obj is not None else "infeasible"
+    else:
+        final = open_bound()
+        status = "limit"
+    note(final)
+    return BranchResult(final, best_obj, best_x, status, evaluated, items, trace)
+
+
+def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
+                        progress=None) -> BranchResult:
+    """The same tree as :func:`branch_and_bound` (memory items' levels first, then every node with a choice; best
+    first; a leaf is one solution), with the LP relaxation of :mod:`~hloshard.solver.lp` as the node bound: GLOP
+    keeps one solver and its basis, a node's restriction is set as upper bounds 0 on the strategies outside it and
+    the dual simplex starts from the last basis (GLOP's presolve off, :data:`~hloshard.solver.lp.INCREMENTAL_PARAMS`);
+    each bound is certified from the node's duals with the node's upper bounds (:func:`~hloshard.solver.lp._certified`).
+    Measured on contest V (load 33): the root LP 60.8 CPU-s; fixing the first item's level, a warm re-solve took
+    6.4-9.7 CPU-s and raised the bound from 1,323,173 to 1,566,707-1,597,721, where the Lagrangian bound of
+    :func:`branch_and_bound` gave its children ~1.33 M.  The items and their order come from the root LP's memory
+    prices; a node branches on the item whose LP levels are the most fractional (the most-fractional rule).  Arguments and
+    result as :func:`branch_and_bound` (``time_limit`` in wall seconds, checked between
+    solves; a solve is given what is left).  Raises ValueError without memory constraints."""
+    if red.memory is None:
+        raise ValueError("lp_branch_and_bound: the problem has no memory constraints")
+    t0 = time.monotonic()
+    deadline = t0 + float(time_limit)
+    n = red.num_nodes
+    off = int(red.offset)
+    ls = LocalSearch(red, seed=0)
+    usage = _Rows(red)
+    best_x, best_obj = None, None
+    if incumbent is not None:
+        x = np.asarray(incumbent, dtype=np.int64)
+        if ls.feasible(x):
+            best_x, best_obj = x.copy(), ls.objective(x) + off
+    trace: list = []
+    lo_seen = [None]
+
+    def note(bound):
+        if bound is not None and (lo_seen[0] is None or bound > lo_seen[0]):
+            lo_seen[0] = bound
+        trace.append([round(time.monotonic() - t0, 3), lo_seen[0], best_obj])
+        if progress is not None:
+            progress(trace[-1][0], lo_seen[0], best_obj)
+
+    def offer(x):
+        nonlocal best_x, best_obj
+        if ls.feasible(x):
+            o = ls.objective(x) + off
+            if best_obj is None or o < best_obj:
+                best_x, best_obj = x.copy(), o
+                note(None)
+
+    lp = _LocalPolytope(red)
+    base_ub = lp.ub.copy()
+
+    def solve(allowed):
+        """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding."""
+        want = base_ub.copy()
+        for i, a in enumerate(allowed):
+            if a is not None:
+                want[lp.xoff[i]:lp.xoff[i] + len(a)] &= a.astype(np.int64)
+        left = deadline - time.monotonic()
+        if left <= 0.05 or not lp.restrict(want):
+            return None, None, None
+        res = lp.solve(left, None, incremental=True)
+        if res is None:
+            return None, None, None
+        return res[0], lp.positions(res[1]), res[1][:lp.nx]
+
+    root_allowed = [None] * n
+    allowed0 = usage.propagate(root_allowed, red.costs)
+    if allowed0 is None:
+        return BranchResult(None, best_obj, best_x, "infeasible", 0, [], trace)
+    rb, rpos, rx = solve(allowed0)
+    if rb is None:
+        note(best_obj)
+        return BranchResult(best_obj, best_obj, best_x, "limit", 1, [], trace)
+    offer(rpos)
+    note(rb if best_obj is None else min(rb, best_obj))
+    prices = lp.memory_prices(lp.duals)
+    mu = np.array([r[0] for r in prices], dtype=np.float64) if prices else np.zeros(len(usage.rhs))
+    items, levels = memory_items(red, usage, mu)
+    n_mem = len(items)
+    for i in range(n):
+        if int((red.costs[i] < INF).sum()) > 1:
+            items.append(i)
+            levels.append(np.arange(len(red.costs[i]), dtype=np.int64))
+
+    def pick(fixed, x):
+        """The item to branch on: the memory item whose LP levels are the most fractional (``1 -`` its largest
+        level's LP mass; the usual most-fractional rule), else the most fractional other node, else the first with
+        more than one level left; None when none is."""
+        best_k, best_f = None, 1e-6
+        first = None
+        for k, lv in enumerate(fixed):
+            if lv >= 0:
+                continue
+            if best_k is not None and k >= n_mem:
+                break   # a fractional memory item first: the other nodes' strategies make many children
+            i = items[k]
+            lvl = levels[k]
+            if len(np.unique(lvl[red.costs[i] < INF])) < 2:
+                continue
+            if first is None:
+                first = k
+            if x is None:
+                break
+            mass = np.bincount(lvl, weights=np.clip(x[lp.xoff[i]:lp.xoff[i] + len(lvl)], 0.0, 1.0))
+            f = 1.0 - float(mass.max())
+            if f > best_f:
+                best_k, best_f = k, f
+        return best_k if best_k is not None else first
+
+    heap = [(rb, 0, True, tuple([-1] * len(items)), pick(tuple([-1] * len(items)), rx))]
+    tie, evaluated = 1, 1
+
+    def open_bound():
+        low = heap[0][0] if heap else None
+        if best_obj is not None:
+            low = best_obj if low is None else min(low, best_obj)
+        return low
+
+    while heap:
+        if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
+            break
+        bound, _, done, fixed, branch_k = heapq.heappop(heap)
+        if best_obj is not None and bound >= best_obj:
+            heapq.heappush(heap, (bound, tie, done, fixed, branch_k))
+            tie += 1
+            break
+        allowed = [None] * n
+        for k, lv in enumerate(fixed):
+            if lv >= 0:
+                i = items[k]
+                allowed[i] = (levels[k] == lv) if allowed[i] is None else allowed[i] & (levels[k] == lv)
+        allowed = usage.propagate(allowed, red.costs)
+        if allowed is None:
+            continue
+        if not done:
+            b, pos, bx = solve(allowed)
+            if b is None:
+                if time.monotonic() > deadline:
+                    heapq.heappush(heap, (bound, tie, False, fixed, None))
+                    tie += 1
+                    break
+                evaluated += 1
+                continue   # infeasible LP: no solution in the node
+            evaluated += 1
+            offer(pos)
+            heapq.heappush(heap, (max(bound, b), tie, True, fixed, pick(fixed, bx)))
+            tie += 1
+            now = open_bound()
+            if now is not None and (lo_seen[0] is None or now > lo_seen[0]):
+                note(now)
+            continue
+        left = []
+        order_k = ([branch_k] if branch_k is not None else []) + [k for k, lv in enumerate(fixed) if lv < 0]
+        for k in order_k:
+            i = items[k]
+            ok = allowed[i] if allowed[i] is not None else red.costs[i] < INF
+            left = np.unique(levels[k][ok]).tolist()
+            if len(left) > 1:
+                break
+        else:
+            x = np.array([int(np.argmax((red.costs[i] < INF) if a is None else a & (red.costs[i] < INF)))
+                          for i, a in enumerate(allowed)], dtype=np.int64)
+            offer(x)
+            continue
+        for lv in left:
+            child = list(fixed)
+            child[k] = lv
+            heapq.heappush(heap, (bound, tie, False, tuple(child), None))
+            tie += 1
+    if not heap or (best_obj is not None and heap[0][0] >= best_obj):
+        final, status = best_obj, ("optimal" if best_obj is not None else "infeasible")
+    else:
+        final, status = open_bound(), "limit"
+    note(final)
+    return BranchResult(final, best_obj, best_x, status, evaluated, items, trace)

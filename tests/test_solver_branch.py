@@ -1,0 +1,135 @@
+"""Branch and bound over the memory items (:mod:`hloshard.solver.branch`) and the certified dual bound
+(:meth:`hloshard.solver.bounds.DualBound.certified`), checked against brute-force enumeration.
+
+* on small random problems whose memory limit binds, the tree's bound never exceeds the optimum, a closed tree
+  ('optimal') holds the optimum and 'infeasible' only comes with no solution; started from the LP's duals
+  (:func:`hloshard.solver.lp.lp_potentials`) its bound is never below the LP's (less 1 for rounding), and the
+  branching closes trees the LP alone does not;
+* the same tree with an LP per node (:func:`hloshard.solver.branch.lp_branch_and_bound`) closes on the optimum;
+* the certified bound is a bound (at most the optimum), at least :meth:`DualBound.proven`'s, and at the LP's
+  optimal duals (:meth:`DualBound.set_potentials`) it is the LP's bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hloshard.costgraph import INFINITY, Problem
+from hloshard.solver.bounds import DualBound
+from hloshard.solver.branch import branch_and_bound, lp_branch_and_bound
+from hloshard.solver.lp import lp_potentials
+from hloshard.solver.presolve import Infeasible, presolve
+from tests.test_solver import brute_force
+
+
+def memory_problem(seed: int, n: int = 7, memory: bool = True) -> Problem:
+    """A chain with chords, 2-4 strategies per node; the cheap strategies use more memory (replicated vs
+    sharded), the limit between the least and the largest total, so memory decides."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(2, 5, size=n)
+    usages = [np.sort(rng.integers(1, 40, size=k))[::-1].astype(np.int64) for k in counts]
+    costs = [(np.arange(k) * rng.integers(5, 30) + rng.integers(0, 10, size=k)).astype(np.int64) for k in counts]
+    lo = rng.integers(0, 4, size=n)
+    hi = lo + rng.integers(1, 5, size=n)
+    hi[int(rng.integers(n))] = 8   # one long-lived "weight"
+    lo[int(rng.integers(n))] = 0
+    edges, ecosts = [], []
+    pairs = [(i, i + 1) for i in range(n - 1)] + [(int(a), int(b)) for a, b in rng.integers(0, n, size=(3, 2)) if a != b]
+    for u, v in pairs:
+        m = rng.integers(0, 30, size=(counts[u], counts[v])).astype(np.int64)
+        k = min(counts[u], counts[v])
+        m[np.arange(k), np.arange(k)] = 0          # same sharding: no reshard
+        m[rng.random(m.shape) < 0.1] = INFINITY
+        edges.append((u, v))
+        ecosts.append(m)
+    p = Problem(name=f"mem{seed}", intervals=np.stack([lo, hi], axis=1).astype(np.int64), node_costs=costs,
+                node_usages=usages, edges=np.array(edges, dtype=np.int64), edge_costs=ecosts)
+    if memory:
+        minsum = sum(int(u.min()) for u in usages)
+        maxsum = sum(int(u.max()) for u in usages)
+        p.usage_limit = int(minsum + (maxsum - minsum) * rng.uniform(0.15, 0.5))
+    return p
+
+
+def _cases():
+    out = []
+    for seed in range(40):
+        p = memory_problem(seed)
+        try:
+            red = presolve(p, reductions=False)
+        except Infeasible:
+            continue
+        if red.memory is None:
+            continue
+        out.append((seed, p, red))
+        if len(out) == 8:
+            break
+    return out
+
+
+def test_the_tree_bound_never_exceeds_the_optimum_and_a_closed_tree_holds_it():
+    closed = beyond_lp = 0
+    for seed, p, red in _cases():
+        best, _ = brute_force(p)
+        lpb, prow, pcol, rows = lp_potentials(red, 10)
+        for start in (None, (prow, pcol, rows)):
+            r = branch_and_bound(red, 20, max_nodes=400, start=None if lpb is None else start)
+            if best is None:
+                assert r.status in ("infeasible", "limit") and r.objective is None, f"seed {seed}"
+                continue
+            assert r.bound is not None and r.bound <= best, f"seed {seed}: bound {r.bound} above {best}"
+            assert r.objective is None or r.objective >= best
+            if r.status == "optimal":
+                closed += 1
+                assert r.objective == best == r.bound, f"seed {seed}"
+            if start is not None and lpb is not None:
+                assert r.bound >= min(lpb, best) - 1, f"seed {seed}: tree {r.bound} under the LP {lpb}"
+                if lpb < best and r.status == "optimal":
+                    beyond_lp += 1
+            assert r.trace and all(t[1] is None or t[1] <= best for t in r.trace)
+    assert closed >= 12, closed          # most of the 16 trees close on problems this small
+    assert beyond_lp >= 1, beyond_lp    # and branching proves what the LP does not
+
+
+def test_the_lp_tree_closes_on_the_optimum_and_its_bound_is_never_above_it():
+    """:func:`lp_branch_and_bound`: an LP per node, warm from the last basis; its root is the LP's bound."""
+    for seed, p, red in _cases():
+        best, _ = brute_force(p)
+        lpb, _, _, _ = lp_potentials(red, 10)
+        r = lp_branch_and_bound(red, 20, max_nodes=400)
+        if best is None:
+            assert r.status in ("infeasible", "limit") and r.objective is None, f"seed {seed}"
+            continue
+        assert r.status == "optimal" and r.objective == best == r.bound, f"seed {seed}: {r}"
+        assert r.trace[0][1] is None or r.trace[0][1] >= min(lpb, best) - 1
+        assert all(t[1] is None or t[1] <= best for t in r.trace)
+        cut = lp_branch_and_bound(red, 20, max_nodes=1)    # the root alone: the LP's bound, at most the optimum
+        assert cut.bound is not None and min(lpb, best) - 1 <= cut.bound <= best
+
+
+def test_certified_bound_is_a_bound_and_at_the_lps_duals_is_the_lps():
+    for seed in range(6):
+        p = memory_problem(100 + seed, memory=False)
+        red = presolve(p, reductions=False)
+        best, _ = brute_force(p)
+        d = DualBound(red)
+        d.sweep(5)
+        c = d.certified() + int(red.offset)
+        assert d.proven() + int(red.offset) <= c <= best
+        lpb, prow, pcol, _ = lp_potentials(red, 10)
+        d.set_potentials(prow, pcol)
+        assert lpb - 1 <= d.certified() + int(red.offset) <= best, f"seed {seed}"
+        s = d.state()
+        d.sweep(3)
+        after = d.certified()
+        d.set_state(s)
+        assert d.certified() + int(red.offset) >= lpb - 1 and after + int(red.offset) <= best
+
+
+def test_a_problem_without_memory_constraints_is_refused():
+    red = presolve(memory_problem(3, memory=False), reductions=False)
+    with pytest.raises(ValueError, match="no memory constraints"):
+        branch_and_bound(red, 1.0)
+    with pytest.raises(ValueError, match="no memory constraints"):
+        lp_branch_and_bound(red, 1.0)
