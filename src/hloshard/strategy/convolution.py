@@ -36,10 +36,13 @@ def conv_roles(instr):
     lhs_l, rhs_l, out_l = labels
     groups = int(str(instr.attrs.get("feature_group_count", 1)).strip("\"") or 1)
     bgroups = int(str(instr.attrs.get("batch_group_count", 1)).strip("\"") or 1)
-    roles = [("b", out_l.index("b"), lhs_l.index("b"), None)]
+    roles = []
+    if bgroups == 1:
+        roles.append(("b", out_l.index("b"), lhs_l.index("b"), None))
     if groups == 1 and bgroups == 1:
         roles.append(("r", out_l.index("f"), None, rhs_l.index("o")))
         roles.append(("c", None, lhs_l.index("f"), rhs_l.index("i")))
+    roles.extend(_group_roles(instr, (lhs_l, rhs_l, out_l), groups, bgroups))
     for c in sorted(ch for ch in out_l if ch.isdigit()):
         if c in lhs_l:
             roles.append(("s", out_l.index(c), lhs_l.index(c), None))
@@ -48,6 +51,40 @@ def conv_roles(instr):
             if c in lhs_l and c in rhs_l:
                 roles.append(("w", None, lhs_l.index(c), rhs_l.index(c)))
     return roles, labels, groups
+
+
+def _group_roles(instr, labels, groups, bgroups):
+    """The roles of a depthwise convolution's group dim (``labels``: the parsed ``dim_labels``; ``groups`` /
+    ``bgroups``: ``feature_group_count`` / ``batch_group_count``): [] unless the convolution is depthwise.
+
+    XLA SPMD partitioner (convolution handler, ``PartitionConvolutionWithFeatureGroupCount`` /
+    ``...WithBatchGroupCount``, and the dot handler's recursion that groups the devices on the group dim first,
+    ``ConvertDimsMappingWith{Feature,Batch}GroupCount`` then ``PartitionDotGroupOnBatch``; read): the group dim
+    is partitioned like a dot's batch dim -- each device convolves its own groups, no collective:
+
+    - ``feature_group_count`` G with a kernel input feature dim of size 1 (each group reads one input feature:
+      the forward depthwise convolution and its input gradient): the lhs feature dim, the kernel's output
+      feature dim and the output feature dim, split alike (a ``"b"`` role on all three);
+    - ``batch_group_count`` G equal to the lhs batch size and the kernel's output feature size (the weight
+      gradient of a depthwise convolution, ``f0b_i0o->0bf``): the lhs batch dim (the channels), the kernel's
+      output feature dim and the output feature dim split alike (``"b"``), and the lhs feature / kernel input
+      feature pair (the real batch, summed over) a contracting one (``"c"``: the partial sums all-reduced).
+
+    XLA partitions nothing else of a grouped convolution by group: with a kernel input feature dim above 1 and
+    ``feature_group_count`` > 1 its dot handler returns no partitioning (both operands replicated), and the
+    batch-grouped path needs the sizes above.  A group split is not combined with a spatial split (the handler's
+    halo-exchange and tiled-output paths return nothing for a split group dim: :func:`handle_convolution`).
+    Measured, tests/test_handlers_dwconv.py: the Mamba conv1d forward, input and weight gradients split on
+    their channels move 0 B (the weight gradient all-reduces its kernel tile over the batch axis)."""
+    lhs_l, rhs_l, out_l = labels
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    if groups > 1 and bgroups == 1 and rhs.shape.dims[rhs_l.index("i")] == 1:
+        return [("b", out_l.index("f"), lhs_l.index("f"), rhs_l.index("o"))]
+    if bgroups > 1 and groups == 1 and lhs.shape.dims[lhs_l.index("b")] == bgroups == \
+            rhs.shape.dims[rhs_l.index("o")]:
+        return [("b", out_l.index("f"), lhs_l.index("b"), rhs_l.index("o")),
+                ("c", None, lhs_l.index("f"), rhs_l.index("i"))]
+    return []
 
 
 def _spatial_halo(instr, labels, ctx):
@@ -116,6 +153,12 @@ def handle_convolution(instr, ctx):
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive,
                                 halo=halo, halo_key=str(instr.attrs.get("window")))
+    # a split group dim is not combined with a spatial split (XLA's handler has no such partitioning)
+    group_dims = [ld for k, _, ld, rd in roles if k == "b" and rd is not None]
+    spatial_dims = [ld for k, _, ld, _ in roles if k in ("s", "w")]
+    if group_dims and spatial_dims:
+        strategies = [st for st in strategies
+                      if not (any(st.inputs[0][d] for d in group_dims) and any(st.inputs[0][d] for d in spatial_dims))]
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
