@@ -6,8 +6,11 @@ input/output, 'i'/'o' kernel input/output feature, digits spatial.  Mesh axes go
 'i', all-reduce over those axes of the per-device output bytes), as for dot (the same enumerator,
 including the scattered variants), or a spatial dim (lhs + output, split alike: XLA's halo exchange
 of collective-permutes, as for a slice) or a spatial dim contracted through the window (lhs + rhs split alike,
-as in a kernel gradient: the lhs halo exchange, then the all-reduce of the whole output).  With feature_group_count or batch_group_count > 1 only batch
-and spatial splits are offered.  Compute: 2 * output elements * kernel spatial size * input features per group.
+as in a kernel gradient: the lhs halo exchange, then the all-reduce of the whole output).  A depthwise
+convolution (``feature_group_count`` = input features, or the ``batch_group_count`` form of its weight gradient)
+also splits its group dim like a batch dim (:func:`_group_roles`), with no spatial split beside it; a grouped one
+with several input features per group gets no split at all (XLA replicates it); other batch-grouped ones only
+spatial splits.  Compute: 2 * output elements * kernel spatial size * input features per group.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ def conv_roles(instr):
     lhs_l, rhs_l, out_l = labels
     groups = int(str(instr.attrs.get("feature_group_count", 1)).strip("\"") or 1)
     bgroups = int(str(instr.attrs.get("batch_group_count", 1)).strip("\"") or 1)
+    if groups > 1 and instr.operands[1].shape.dims[rhs_l.index("i")] > 1:
+        # grouped with several input features per group: XLA's dot handler partitions nothing of it (both
+        # operands replicated, the result sliced; :func:`_group_roles`): the replicated strategy alone
+        return [], labels, groups
     roles = []
     if bgroups == 1:
         roles.append(("b", out_l.index("b"), lhs_l.index("b"), None))
@@ -71,8 +78,11 @@ def _group_roles(instr, labels, groups, bgroups):
       feature pair (the real batch, summed over) a contracting one (``"c"``: the partial sums all-reduced).
 
     XLA partitions nothing else of a grouped convolution by group: with a kernel input feature dim above 1 and
-    ``feature_group_count`` > 1 its dot handler returns no partitioning (both operands replicated), and the
-    batch-grouped path needs the sizes above.  A group split is not combined with a spatial split (the handler's
+    ``feature_group_count`` > 1 its dot handler returns no partitioning at all, not even of the batch (both
+    operands replicated, the result sliced: :func:`conv_roles` gives such a convolution no role; measured,
+    tests/test_handlers_dwconv.py ``g4_batch``: 4 groups of 16 features, the batch over ``data``: XLA gathers
+    the batch, 256 KiB, where a local batch split was priced before round 36), and the batch-grouped path needs
+    the sizes above.  A group split is not combined with a spatial split (the handler's
     halo-exchange and tiled-output paths return nothing for a split group dim: :func:`handle_convolution`).
     Measured, tests/test_handlers_dwconv.py: the Mamba conv1d forward, input and weight gradients split on
     their channels move 0 B (the weight gradient all-reduces its kernel tile over the batch axis)."""
