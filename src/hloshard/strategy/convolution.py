@@ -15,21 +15,13 @@ spatial splits.  Compute: 2 * output elements * kernel spatial size * input feat
 
 from __future__ import annotations
 
-import re
-
 from ..cost.flops import convolution_flops
+from ..cost.group_conv import parse_dim_labels
 from .base import StrategyGroup, is_array, is_mesh_spec
 from .dot import dot_strategies, gathers_mismatched_contracting, keeps_contracting, one_sided_contracting
 from .registry import register, register_backward, register_preference
 from .slicing import halo_exchange
 from .window import _grown_halos
-
-
-def parse_dim_labels(text):
-    m = re.match(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)", str(text or ""))
-    if not m:
-        return None
-    return m.group(1), m.group(2), m.group(3)
 
 
 def conv_roles(instr):
