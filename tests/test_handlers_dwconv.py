@@ -91,3 +91,18 @@ def test_depthwise_channel_split_is_priced_without_collectives():
     text = case_module([c for c in CASES if c[0] == "h_g4_batch"])
     pred = predicted_collectives(parse_module(text), DeviceMesh.parse("2x4", alpha="0,0", beta="1,1"))
     assert [(c.kind, round(c.ring_bytes)) for c in pred.get("h_g4_batch", [])] == [("all-gather", 32768)]
+
+
+def test_weight_gradient_expansion_counts_the_groups_of_one_device():
+    """XLA CPU expands a batch-grouped convolution after partitioning: the per-device convolution has G / k groups
+    (``cost.group_conv.expansion_bytes``; measured on the Mamba weight gradient split 8 ways on its channels: XLA's
+    dense ``convolution.2`` temp is 64 groups x the 1 KiB tile)."""
+    from hloshard.cost.group_conv import expansion_bytes
+    from hloshard.hlo.parser import parse_module
+    from tests.handler_harness import case_module
+
+    conv = next(i for c in parse_module(case_module([CASES[4]])).computations for i in c.instructions
+                if i.opcode == "convolution")
+    assert expansion_bytes(conv, 256) == 2 * 64 * 256                       # unsplit: every group
+    assert expansion_bytes(conv, 256, ((), (), (1,)), (2, 4)) == 2 * 16 * 256   # channels over model (4)
+    assert expansion_bytes(conv, 256, ((), (), (0, 1)), (2, 4)) == 2 * 8 * 256
