@@ -8,7 +8,7 @@ tile over an axis splitting the batch.  A grouped convolution with several input
 partitioned at all by XLA (both operands gathered, even a batch split).  FITTED: the ``dw_*`` cases (the 1-D
 conv1d of new user 36's Mamba step, smaller); HELD_OUT: the ``h_*`` cases, written after the rule was fixed
 (a ConvNeXt-style 2-D 7x7 and grouped ones with groups < channels; the first held-out set found the
-groups < channels rule, ``h_g8_*`` were written after that one).
+groups < channels rule, ``h_g8_*`` and ``h_mult2`` were written after that one).
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ CASES = [
     ("h_g4_batch", [(XG, B4), (WG3, R)], GC, B4, XG),
     ("h_g8_rows", [(XC, "{devices=[1,8,1]<=[8]}"), (WC, R)], GC1, "{devices=[1,8,1]<=[8]}", XC),
     ("h_g8_group", [(XC, F8), (WC, F8)], GC1, F8, XC),
+    # depth multiplier 2 (64 groups, 128 output features), channels over model: no collective
+    ("h_mult2", [(X, BF), ("f32[3,1,128]", WM)],
+     "convolution({0}, {1}), window={{size=3 pad=1_1}}, dim_labels=b0f_0io->b0f, feature_group_count=64", BF,
+     "f32[8,32,128]"),
 ]
 
 
