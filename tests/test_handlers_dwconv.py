@@ -8,7 +8,8 @@ tile over an axis splitting the batch.  A grouped convolution with several input
 partitioned at all by XLA (both operands gathered, even a batch split).  FITTED: the ``dw_*`` cases (the 1-D
 conv1d of new user 36's Mamba step, smaller); HELD_OUT: the ``h_*`` cases, written after the rule was fixed
 (a ConvNeXt-style 2-D 7x7 and grouped ones with groups < channels; the first held-out set found the
-groups < channels rule, ``h_g8_*`` and ``h_mult2`` were written after that one).
+groups < channels rule, ``h_g8_*``, ``h_mult2`` and ``h_rows_chan`` were written after that one; ``h_rows_chan`` showed
+that a group split combines with a spatial one, and the rule was changed to allow it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ CASES = [
     ("h_g4_batch", [(XG, B4), (WG3, R)], GC, B4, XG),
     ("h_g8_rows", [(XC, "{devices=[1,8,1]<=[8]}"), (WC, R)], GC1, "{devices=[1,8,1]<=[8]}", XC),
     ("h_g8_group", [(XC, F8), (WC, F8)], GC1, F8, XC),
+    # rows over data, channels over model: the group split with a spatial one, one 3-row halo each way
+    ("h_rows_chan", [(X2, "{devices=[1,2,1,4]<=[8]}"), (W2, WM4)], F2, "{devices=[1,2,1,4]<=[8]}", X2),
     # depth multiplier 2 (64 groups, 128 output features), channels over model: no collective
     ("h_mult2", [(X, BF), ("f32[3,1,128]", WM)],
      "convolution({0}, {1}), window={{size=3 pad=1_1}}, dim_labels=b0f_0io->b0f, feature_group_count=64", BF,

@@ -8,7 +8,7 @@ including the scattered variants), or a spatial dim (lhs + output, split alike: 
 of collective-permutes, as for a slice) or a spatial dim contracted through the window (lhs + rhs split alike,
 as in a kernel gradient: the lhs halo exchange, then the all-reduce of the whole output).  A depthwise
 convolution (``feature_group_count`` = input features, or the ``batch_group_count`` form of its weight gradient)
-also splits its group dim like a batch dim (:func:`_group_roles`), with no spatial split beside it; a grouped one
+also splits its group dim like a batch dim (:func:`_group_roles`), a spatial split beside it exchanging halos; a grouped one
 with several input features per group gets no split at all (XLA replicates it); other batch-grouped ones only
 spatial splits.  Compute: 2 * output elements * kernel spatial size * input features per group.
 """
@@ -72,11 +72,12 @@ def _group_roles(instr, labels, groups, bgroups):
     XLA partitions nothing else of a grouped convolution by group: with a kernel input feature dim above 1 and
     ``feature_group_count`` > 1 its dot handler returns no partitioning at all, not even of the batch (both
     operands replicated, the result sliced: :func:`conv_roles` gives such a convolution no role; measured,
-    tests/test_handlers_dwconv.py ``g4_batch``: 4 groups of 16 features, the batch over ``data``: XLA gathers
-    the batch, 256 KiB, where a local batch split was priced before round 36), and the batch-grouped path needs
-    the sizes above.  A group split is not combined with a spatial split (the handler's
-    halo-exchange and tiled-output paths return nothing for a split group dim: :func:`handle_convolution`).
-    Measured, tests/test_handlers_dwconv.py: the Mamba conv1d forward, input and weight gradients split on
+    tests/test_handlers_dwconv.py ``h_g4_batch``: 4 groups of 16 features, the batch over ``data``: XLA gathers
+    the batch, where a local batch split was priced before round 36), and the batch-grouped path needs
+    the sizes above.  A group split combines with a spatial split of the output and the lhs (role ``"s"``): the
+    devices are grouped on the group dim first, and inside a group the tiled-output path exchanges the lhs halos
+    of the group's channels (measured, ``h_rows_chan``: a 7x7 depthwise with rows over ``data`` and channels
+    over ``model`` moves one 3-row halo each way of the per-device channels).  Measured, tests/test_handlers_dwconv.py: the Mamba conv1d forward, input and weight gradients split on
     their channels move 0 B (the weight gradient all-reduces its kernel tile over the batch axis)."""
     lhs_l, rhs_l, out_l = labels
     lhs, rhs = instr.operands[0], instr.operands[1]
@@ -155,12 +156,6 @@ def handle_convolution(instr, ctx):
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive,
                                 halo=halo, halo_key=str(instr.attrs.get("window")))
-    # a split group dim is not combined with a spatial split (XLA's handler has no such partitioning)
-    group_dims = [ld for k, _, ld, rd in roles if k == "b" and rd is not None]
-    spatial_dims = [ld for k, _, ld, _ in roles if k in ("s", "w")]
-    if group_dims and spatial_dims:
-        strategies = [st for st in strategies
-                      if not (any(st.inputs[0][d] for d in group_dims) and any(st.inputs[0][d] for d in spatial_dims))]
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
