@@ -994,7 +994,7 @@ def scratch_bytes(g, st, minfo, memory_device=None) -> int:
     if halo:
         extra += halo + _operand_tile_bytes(g, st, minfo)
     if memory_device is None:
-        extra += expansion_bytes(g.instr, st.memory) + output_copy_bytes(g.instr, st)
+        extra += expansion_bytes(g.instr, st.memory, st.out, minfo.shape) + output_copy_bytes(g.instr, st)
     return extra
 
 

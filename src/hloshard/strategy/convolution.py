@@ -6,27 +6,22 @@ input/output, 'i'/'o' kernel input/output feature, digits spatial.  Mesh axes go
 'i', all-reduce over those axes of the per-device output bytes), as for dot (the same enumerator,
 including the scattered variants), or a spatial dim (lhs + output, split alike: XLA's halo exchange
 of collective-permutes, as for a slice) or a spatial dim contracted through the window (lhs + rhs split alike,
-as in a kernel gradient: the lhs halo exchange, then the all-reduce of the whole output).  With feature_group_count or batch_group_count > 1 only batch
-and spatial splits are offered.  Compute: 2 * output elements * kernel spatial size * input features per group.
+as in a kernel gradient: the lhs halo exchange, then the all-reduce of the whole output).  A depthwise
+convolution (``feature_group_count`` = input features, or the ``batch_group_count`` form of its weight gradient)
+also splits its group dim like a batch dim (:func:`_group_roles`), a spatial split beside it exchanging halos; a grouped one
+with several input features per group gets no split at all (XLA replicates it); other batch-grouped ones only
+spatial splits.  Compute: 2 * output elements * kernel spatial size * input features per group.
 """
 
 from __future__ import annotations
 
-import re
-
 from ..cost.flops import convolution_flops
+from ..cost.group_conv import parse_dim_labels
 from .base import StrategyGroup, is_array, is_mesh_spec
 from .dot import dot_strategies, gathers_mismatched_contracting, keeps_contracting, one_sided_contracting
 from .registry import register, register_backward, register_preference
 from .slicing import halo_exchange
 from .window import _grown_halos
-
-
-def parse_dim_labels(text):
-    m = re.match(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)", str(text or ""))
-    if not m:
-        return None
-    return m.group(1), m.group(2), m.group(3)
 
 
 def conv_roles(instr):
@@ -36,10 +31,17 @@ def conv_roles(instr):
     lhs_l, rhs_l, out_l = labels
     groups = int(str(instr.attrs.get("feature_group_count", 1)).strip("\"") or 1)
     bgroups = int(str(instr.attrs.get("batch_group_count", 1)).strip("\"") or 1)
-    roles = [("b", out_l.index("b"), lhs_l.index("b"), None)]
+    if groups > 1 and instr.operands[1].shape.dims[rhs_l.index("i")] > 1:
+        # grouped with several input features per group: XLA's dot handler partitions nothing of it (both
+        # operands replicated, the result sliced; :func:`_group_roles`): the replicated strategy alone
+        return [], labels, groups
+    roles = []
+    if bgroups == 1:
+        roles.append(("b", out_l.index("b"), lhs_l.index("b"), None))
     if groups == 1 and bgroups == 1:
         roles.append(("r", out_l.index("f"), None, rhs_l.index("o")))
         roles.append(("c", None, lhs_l.index("f"), rhs_l.index("i")))
+    roles.extend(_group_roles(instr, (lhs_l, rhs_l, out_l), groups, bgroups))
     for c in sorted(ch for ch in out_l if ch.isdigit()):
         if c in lhs_l:
             roles.append(("s", out_l.index(c), lhs_l.index(c), None))
@@ -48,6 +50,44 @@ def conv_roles(instr):
             if c in lhs_l and c in rhs_l:
                 roles.append(("w", None, lhs_l.index(c), rhs_l.index(c)))
     return roles, labels, groups
+
+
+def _group_roles(instr, labels, groups, bgroups):
+    """The roles of a depthwise convolution's group dim (``labels``: the parsed ``dim_labels``; ``groups`` /
+    ``bgroups``: ``feature_group_count`` / ``batch_group_count``): [] unless the convolution is depthwise.
+
+    XLA SPMD partitioner (convolution handler, ``PartitionConvolutionWithFeatureGroupCount`` /
+    ``...WithBatchGroupCount``, and the dot handler's recursion that groups the devices on the group dim first,
+    ``ConvertDimsMappingWith{Feature,Batch}GroupCount`` then ``PartitionDotGroupOnBatch``; read): the group dim
+    is partitioned like a dot's batch dim -- each device convolves its own groups, no collective:
+
+    - ``feature_group_count`` G with a kernel input feature dim of size 1 (each group reads one input feature:
+      the forward depthwise convolution and its input gradient): the lhs feature dim, the kernel's output
+      feature dim and the output feature dim, split alike (a ``"b"`` role on all three);
+    - ``batch_group_count`` G equal to the lhs batch size and the kernel's output feature size (the weight
+      gradient of a depthwise convolution, ``f0b_i0o->0bf``): the lhs batch dim (the channels), the kernel's
+      output feature dim and the output feature dim split alike (``"b"``), and the lhs feature / kernel input
+      feature pair (the real batch, summed over) a contracting one (``"c"``: the partial sums all-reduced).
+
+    XLA partitions nothing else of a grouped convolution by group: with a kernel input feature dim above 1 and
+    ``feature_group_count`` > 1 its dot handler returns no partitioning at all, not even of the batch (both
+    operands replicated, the result sliced: :func:`conv_roles` gives such a convolution no role; measured,
+    tests/test_handlers_dwconv.py ``h_g4_batch``: 4 groups of 16 features, the batch over ``data``: XLA gathers
+    the batch, where a local batch split was priced before round 36), and the batch-grouped path needs
+    the sizes above.  A group split combines with a spatial split of the output and the lhs (role ``"s"``): the
+    devices are grouped on the group dim first, and inside a group the tiled-output path exchanges the lhs halos
+    of the group's channels (measured, ``h_rows_chan``: a 7x7 depthwise with rows over ``data`` and channels
+    over ``model`` moves one 3-row halo each way of the per-device channels).  Measured, tests/test_handlers_dwconv.py: the Mamba conv1d forward, input and weight gradients split on
+    their channels move 0 B (the weight gradient all-reduces its kernel tile over the batch axis)."""
+    lhs_l, rhs_l, out_l = labels
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    if groups > 1 and bgroups == 1 and rhs.shape.dims[rhs_l.index("i")] == 1:
+        return [("b", out_l.index("f"), lhs_l.index("f"), rhs_l.index("o"))]
+    if bgroups > 1 and groups == 1 and lhs.shape.dims[lhs_l.index("b")] == bgroups == \
+            rhs.shape.dims[rhs_l.index("o")]:
+        return [("b", out_l.index("f"), lhs_l.index("b"), rhs_l.index("o")),
+                ("c", None, lhs_l.index("f"), rhs_l.index("i"))]
+    return []
 
 
 def _spatial_halo(instr, labels, ctx):
