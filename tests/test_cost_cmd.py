@@ -92,7 +92,16 @@ def test_cost_of_a_solved_module_equals_the_solve_objective(tmp_path, src, pins)
     # (to the integer rounding: half a unit of cost_scale per priced term at most)
     assert report["objective_int"] * report["cost_scale"] == pytest.approx(report["solver_objective"], rel=1e-7)
     cost = _cost_json(out)
-    assert cost["total_cost"] == pytest.approx(report["solver_objective"], rel=1e-6)
+    if pins == "--no-pin-operands":
+        # without pins the written module is priced as XLA carries it out (README): a dynamic-update-slice into
+        # zeros other instructions read (ops.hlo's `dus`) is computed in the zeros' layout where the plan would
+        # pin its own (round 36, helper dus: strategy.realize.update_into_shared_broadcast); the report's
+        # objective is the written module's, and the warning names both
+        assert cost["total_cost"] == pytest.approx(report["objective"], rel=1e-6)
+        if abs(report["objective"] - report["solver_objective"]) > 1e-6 * report["objective"]:
+            assert any("the solver's own figure" in w for w in report["warnings"]), report["warnings"]
+    else:
+        assert cost["total_cost"] == pytest.approx(report["solver_objective"], rel=1e-6)
     assert cost["unannotated"] == []
     if src.name.startswith("mlp"):
         assert report["pins"] == 4 and out.read_text().count(".pin = ") == 4

@@ -36,7 +36,9 @@ def test_the_cluster_shape_is_the_candidate_its_twins_are_the_same_as():
     assert by["2x2x4"].same_as == CLUSTER and by["2x4x2"].same_as == CLUSTER
     # twins need the same links too; an axis spanning nodes is split at the node and each sub-axis priced at its own
     # link (round 27, hier): 16 and 4x4 both become 2x2x4 (InfiniBand, NVLink, NVLink), 8x2 the cluster's 2x2x2x2
-    assert by["4x4"].same_as == "16" and by["8x2"].same_as == CLUSTER
+    # which of 16 and 4x4 stands for the other follows coarse.coarse_mesh (the one whose solve starts from a
+    # coarser space; round 36's link rule, no coarse axis over two links, moved it from 16 to 4x4): one problem
+    assert (by["4x4"].same_as == "16" or by["16"].same_as == "4x4") and by["8x2"].same_as == CLUSTER
 
 
 def test_the_cluster_shape_is_not_skipped_for_its_build(monkeypatch):
