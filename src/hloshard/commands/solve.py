@@ -598,6 +598,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost"] = None if input_cost is None else round(input_cost, 6)
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
+    if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing); before the replicated-step
+        # note, which reads its matmul share (fresh-clone check 36: "computes all of it" beside "5.38x its 1/8 share")
+        report.update(plan_timing(result.written or result, module, scale))
     # a plan that computes the whole step on every device is said so, as auto_shard says it (new user 25's 2x2x2 solve)
     replicated = written_replicated_note(report, module, result.graph.mesh.num_devices,
                                          lambda: _replicated_cost(result.graph),
@@ -608,8 +611,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         params_note = replicated_parameters_note(report, module, result.graph.mesh.num_devices, device)
         if params_note:
             report["warnings"].append(params_note)
-    if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
-        report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):
         report["mesh"]["axis_names"] = list(dmesh.axis_names)
     comparison = None
