@@ -182,6 +182,34 @@ def memory_items(red, usage: _Rows, mu) -> tuple[list, list]:
     return [i for _, i, _ in scored], [lv for _, _, lv in scored]
 
 
+class _Progress:
+    """The incumbent and the bound trace both trees keep: ``x`` (strategy per node) and ``best`` (its objective,
+    offset included) of the best feasible solution offered, ``lo`` the best bound noted, ``trace`` ``[seconds, bound,
+    objective]`` each time either improved (``progress`` called with the same three)."""
+
+    def __init__(self, ls, off: int, t0: float, progress, incumbent):
+        self.ls, self.off, self.t0, self.progress = ls, off, t0, progress
+        self.x, self.best, self.lo, self.trace = None, None, None, []
+        if incumbent is not None:
+            x = np.asarray(incumbent, dtype=np.int64)
+            if ls.feasible(x):
+                self.x, self.best = x.copy(), ls.objective(x) + off
+
+    def note(self, bound) -> None:
+        if bound is not None and (self.lo is None or bound > self.lo):
+            self.lo = bound
+        self.trace.append([round(time.monotonic() - self.t0, 3), self.lo, self.best])
+        if self.progress is not None:
+            self.progress(self.trace[-1][0], self.lo, self.best)
+
+    def offer(self, x) -> None:
+        if self.ls.feasible(x):
+            o = self.ls.objective(x) + self.off
+            if self.best is None or o < self.best:
+                self.x, self.best = x.copy(), o
+                self.note(None)
+
+
 def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
                      progress=None, start=None) -> BranchResult:
     """Branch and bound over the memory items of the reduced problem ``red`` (module docstring).
@@ -203,28 +231,8 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
     usage = _Rows(red)
     caps = usage.rhs
     order = np.arange(n, dtype=np.int64)
-    best_x, best_obj = None, None
-    if incumbent is not None:
-        x = np.asarray(incumbent, dtype=np.int64)
-        if ls.feasible(x):
-            best_x, best_obj = x.copy(), ls.objective(x) + off
-    trace: list = []
-    lo_seen = [None]
-
-    def note(bound):
-        if bound is not None and (lo_seen[0] is None or bound > lo_seen[0]):
-            lo_seen[0] = bound
-        trace.append([round(time.monotonic() - t0, 3), lo_seen[0], best_obj])
-        if progress is not None:
-            progress(trace[-1][0], lo_seen[0], best_obj)
-
-    def offer(x):
-        nonlocal best_x, best_obj
-        if ls.feasible(x):
-            o = ls.objective(x) + off
-            if best_obj is None or o < best_obj:
-                best_x, best_obj = x.copy(), o
-                note(None)
+    track = _Progress(ls, off, t0, progress, incumbent)
+    note, offer = track.note, track.offer
 
     dual = DualBound(red)
     big = sum(float(c[c < INF].max()) for c in red.costs if (c < INF).any()) + \
@@ -236,7 +244,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
         if allowed is None:
             return None, None, None   # no solution fits
         dual.set_state(state)
-        pen = (best_obj if best_obj is not None else big) + 1.0
+        pen = (track.best if track.best is not None else big) + 1.0
         forbid = [np.zeros(len(c)) if a is None else np.where(a, 0.0, pen) for c, a in zip(red.costs, allowed)]
         mu = np.asarray(mu0, dtype=np.float64).copy()
         best = None
@@ -248,8 +256,8 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             b = dual.value() - float(mu @ caps) + off
             if best is None or b > best:
                 best, keep = b, (dual.state(), mu.copy())
-            if best_obj is not None and b >= best_obj and \
-                    dual.certified(-float(mu @ caps), usage.price_error(mu)) + off >= best_obj:
+            if track.best is not None and b >= track.best and \
+                    dual.certified(-float(mu @ caps), usage.price_error(mu)) + off >= track.best:
                 break
             if time.monotonic() > deadline:
                 break
@@ -257,7 +265,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             offer(x)
             g = (usage.loads(x) - caps).astype(np.float64)
             gg = float(g @ g)
-            target = best_obj if best_obj is not None else b + 0.05 * max(1.0, abs(b))
+            target = track.best if track.best is not None else b + 0.05 * max(1.0, abs(b))
             if gg <= 0:
                 break
             mu = np.maximum(0.0, mu + max(1.0, target - b) / gg * g)
@@ -275,7 +283,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             mu0 = np.array([float(r[0]) for r in rows], dtype=np.float64)
     root_bound, root_state, root_mu = evaluate(root_allowed, dual.state(), mu0, ROOT_STEPS)
     if root_bound is None:
-        return BranchResult(None, None, None, "infeasible", 1, [], trace)
+        return BranchResult(None, None, None, "infeasible", 1, [], track.trace)
     note(root_bound)
     items, levels = memory_items(red, usage, root_mu)
     # then every other node with a choice, its strategies as levels (program order): the tree is complete, a leaf
@@ -291,14 +299,14 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
     def open_bound():
         vals = [heap[0][0]] if heap else []
         low = min(vals) if vals else None
-        if best_obj is not None:
-            low = best_obj if low is None else min(low, best_obj)
+        if track.best is not None:
+            low = track.best if low is None else min(low, track.best)
         return low
     while heap:
         if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
             break
         bound, _, done, fixed, state, mu = heapq.heappop(heap)
-        if best_obj is not None and bound >= best_obj:
+        if track.best is not None and bound >= track.best:
             heapq.heappush(heap, (bound, tie, done, fixed, state, mu))   # every open node is closed
             tie += 1
             break
@@ -315,7 +323,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             heapq.heappush(heap, (max(bound, b), tie, True, fixed, st, m))
             tie += 1
             now = open_bound()
-            if now is not None and (lo_seen[0] is None or now > lo_seen[0]):
+            if now is not None and (track.lo is None or now > track.lo):
                 note(now)
             continue
         # branch: the first item with more than one level left
@@ -338,14 +346,14 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
             child[k] = lv
             heapq.heappush(heap, (bound, tie, False, tuple(child), state, mu))
             tie += 1
-    if not heap or (best_obj is not None and heap[0][0] >= best_obj):
-        final = best_obj
-        status = "optimal" if best_obj is not None else "infeasible"
+    if not heap or (track.best is not None and heap[0][0] >= track.best):
+        final = track.best
+        status = "optimal" if track.best is not None else "infeasible"
     else:
         final = open_bound()
         status = "limit"
     note(final)
-    return BranchResult(final, best_obj, best_x, status, evaluated, items, trace)
+    return BranchResult(final, track.best, track.x, status, evaluated, items, track.trace)
 
 
 def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
@@ -369,28 +377,8 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     off = int(red.offset)
     ls = LocalSearch(red, seed=0)
     usage = _Rows(red)
-    best_x, best_obj = None, None
-    if incumbent is not None:
-        x = np.asarray(incumbent, dtype=np.int64)
-        if ls.feasible(x):
-            best_x, best_obj = x.copy(), ls.objective(x) + off
-    trace: list = []
-    lo_seen = [None]
-
-    def note(bound):
-        if bound is not None and (lo_seen[0] is None or bound > lo_seen[0]):
-            lo_seen[0] = bound
-        trace.append([round(time.monotonic() - t0, 3), lo_seen[0], best_obj])
-        if progress is not None:
-            progress(trace[-1][0], lo_seen[0], best_obj)
-
-    def offer(x):
-        nonlocal best_x, best_obj
-        if ls.feasible(x):
-            o = ls.objective(x) + off
-            if best_obj is None or o < best_obj:
-                best_x, best_obj = x.copy(), o
-                note(None)
+    track = _Progress(ls, off, t0, progress, incumbent)
+    note, offer = track.note, track.offer
 
     lp = _LocalPolytope(red)
     base_ub = lp.ub.copy()
@@ -412,13 +400,13 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     root_allowed = [None] * n
     allowed0 = usage.propagate(root_allowed, red.costs)
     if allowed0 is None:
-        return BranchResult(None, best_obj, best_x, "infeasible", 0, [], trace)
+        return BranchResult(None, track.best, track.x, "infeasible", 0, [], track.trace)
     rb, rpos, rx = solve(allowed0)
     if rb is None:
-        note(best_obj)
-        return BranchResult(best_obj, best_obj, best_x, "limit", 1, [], trace)
+        note(track.best)
+        return BranchResult(track.best, track.best, track.x, "limit", 1, [], track.trace)
     offer(rpos)
-    note(rb if best_obj is None else min(rb, best_obj))
+    note(rb if track.best is None else min(rb, track.best))
     prices = lp.memory_prices(lp.duals)
     mu = np.array([r[0] for r in prices], dtype=np.float64) if prices else np.zeros(len(usage.rhs))
     items, levels = memory_items(red, usage, mu)
@@ -458,15 +446,15 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
 
     def open_bound():
         low = heap[0][0] if heap else None
-        if best_obj is not None:
-            low = best_obj if low is None else min(low, best_obj)
+        if track.best is not None:
+            low = track.best if low is None else min(low, track.best)
         return low
 
     while heap:
         if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
             break
         bound, _, done, fixed, branch_k = heapq.heappop(heap)
-        if best_obj is not None and bound >= best_obj:
+        if track.best is not None and bound >= track.best:
             heapq.heappush(heap, (bound, tie, done, fixed, branch_k))
             tie += 1
             break
@@ -492,7 +480,7 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
             heapq.heappush(heap, (max(bound, b), tie, True, fixed, pick(fixed, bx)))
             tie += 1
             now = open_bound()
-            if now is not None and (lo_seen[0] is None or now > lo_seen[0]):
+            if now is not None and (track.lo is None or now > track.lo):
                 note(now)
             continue
         left = []
@@ -513,9 +501,9 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
             child[k] = lv
             heapq.heappush(heap, (bound, tie, False, tuple(child), None))
             tie += 1
-    if not heap or (best_obj is not None and heap[0][0] >= best_obj):
-        final, status = best_obj, ("optimal" if best_obj is not None else "infeasible")
+    if not heap or (track.best is not None and heap[0][0] >= track.best):
+        final, status = track.best, ("optimal" if track.best is not None else "infeasible")
     else:
         final, status = open_bound(), "limit"
     note(final)
-    return BranchResult(final, best_obj, best_x, status, evaluated, items, trace)
+    return BranchResult(final, track.best, track.x, status, evaluated, items, track.trace)
