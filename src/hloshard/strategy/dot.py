@@ -186,10 +186,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             if out_s != want and want not in sliced:
                 seen.update((rs_out, l_s, r_s) for rs_out in sliced)
                 continue
-            flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
-                                                    (rhs.shape.dims[rd], r_s[rd]) for ld, rd in
-                                                    dict.fromkeys((ld, None if ld is not None else rd)
-                                                                  for _, _, ld, rd in roles)))
+            flops = _padded_flops(minfo, flops_total, lhs, rhs, l_s, r_s, roles)
             extra = (None,) * (len(instr.operands) - 2)
             mem = minfo.bytes_per_device(instr.shape, out_s)
             comm, cols = _contracting_reduces(ctx.mesh, mem, by_dim) if caxes else (0.0, ())
@@ -204,10 +201,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             continue
         # issue 14: uneven splits are priced on the padded tile (= flops_total / split(used) when even)
         # one term per operand dim (a convolution's spatial dim has an "s" and a "w" role on the same lhs dim)
-        flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
-                                                (rhs.shape.dims[rd], r_s[rd]) for ld, rd in
-                                                dict.fromkeys((ld, None if ld is not None else rd)
-                                                              for _, _, ld, rd in roles)))
+        flops = _padded_flops(minfo, flops_total, lhs, rhs, l_s, r_s, roles)
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         if spatial and halo is None:
@@ -294,6 +288,16 @@ def _sliced_candidates(minfo, instr, out_s, caxes) -> list:
         if minfo.fits(instr.shape.dims, cand):
             cands.append((-(instr.shape.dims[d] // minfo.split(out_s[d])), d, cand))
     return [(d, cand) for _, d, cand in sorted(cands)[:None if every else 1]]
+
+
+def _padded_flops(minfo, flops_total: float, lhs, rhs, l_s, r_s, roles) -> float:
+    """A dot's / convolution's flops per device on the padded tile (issue 14: uneven splits; = ``flops_total`` /
+    split(used) when even): one term per operand dim, the lhs's when a role has one, else the rhs's (a convolution's
+    spatial dim has an "s" and a "w" role on the same lhs dim: one term)."""
+    return minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
+                                           (rhs.shape.dims[rd], r_s[rd]) for ld, rd in
+                                           dict.fromkeys((ld, None if ld is not None else rd)
+                                                         for _, _, ld, rd in roles)))
 
 
 def _sliced_outputs(minfo, instr, out_s, caxes) -> list:
