@@ -62,3 +62,18 @@ def test_the_replicated_step_warning_says_most_when_matmuls_are_partly_split():
     assert "devices computes most of it (its dot and convolution flops 5.38x its 1/8 share)" in partly, partly
     full = _all_replicated_note(dict(report, step_time={"matmul_repeat": 8.0}), [], None, 8, cli=True)
     assert "devices computes all of it" in full
+
+
+def test_the_cli_replicated_step_warning_reads_the_matmul_share(tmp_path):
+    """fresh36 item 3: the fix above never reached `solve`: the step time (and its matmul share) was added to the
+    report after the note was written.  A small conv net (the fresh-clone check's, written by hand in JAX) on
+    ``data=2:dcn,model=4`` with ``--device h100-sxm``: every argument replicated, two weight-gradient convolutions
+    split."""
+    out = tmp_path / "o.hlo"
+    r = run(["solve", ROOT / "tests" / "data" / "cli" / "conv_net_dcn.pre.hlo", "--mesh", "data=2:dcn,model=4",
+             "--device", "h100-sxm", "--time-limit", "10", "--deterministic", "-o", out])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stderr.split())
+    assert "matmuls repeated: each device runs 5.38x its 1/8 share" in flat, flat
+    assert "devices computes most of it (its dot and convolution flops 5.38x its 1/8 share)" in flat, flat
+    assert "computes all of it" not in flat
