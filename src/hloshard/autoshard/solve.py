@@ -765,7 +765,7 @@ def plan_source_words(sol, begun: str | None, start=None) -> str | None:
 
 
 def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memory_budget: int,
-                      apply: bool = False) -> tuple:
+                      apply: bool = False, local_moves: bool = False, deadline: float | None = None) -> tuple:
     """The one rule that makes the plan found without a memory budget a candidate under it (``solve_module``'s
     :func:`_unbudgeted_first` and :func:`hloshard.jax.auto_shard`, after its memory guard and Pareto step):
     ``free`` (a :class:`SolveResult` of ``module`` solved without the budget, not written) is written with its
@@ -774,7 +774,10 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     build; ``graph.unbudgeted`` is ``free.graph``); ``result`` the plan on it when its written module keeps
     the model's limit for ``memory_budget`` (bytes per device; ``graph.budget_note`` says the budget does not bind;
     written into ``module`` when ``apply``, else the module is put back: :func:`apply_solution` writes and
-    prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was)."""
+    prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was).
+    ``local_moves`` (with ``apply``): the written module lowered by local moves held to the budget's limit, as
+    without the budget (:func:`reevaluate_written`; ``deadline`` as there), so that a budget that does not bind
+    gives the plan the call without it gives."""
     graph = with_memory_budget(free.graph, memory_budget)
     graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
     result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
@@ -786,7 +789,7 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     warnings = list(graph.warnings)
     _write(result, module, pin_operands)
     try:
-        reevaluate_written(result, module, mesh, memory_budget, local_moves=False)
+        reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves and apply, deadline=deadline)
         over = None
     except WrittenOverLimit as exc:
         over = exc
@@ -852,7 +855,8 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
                          pin_operands, False, False, free_deadline, on_overrun, stop_build, hint, known, None, False,
                          later_budget=memory_budget,
                          starved_floor=starved_floor if free_deadline is deadline else 0.0)
-    result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
+    result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply, local_moves,
+                                            None if deterministic else deadline)
     if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build
         return result
@@ -1527,9 +1531,10 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     solver's own.  The report always describes the written module when it could be priced.  Raises
     SolveFailed (exit 3) when the written module's peak exceeds the model's limit for ``memory_budget``
     (:func:`hloshard.cost.memory.model_limit`: XLA's peak then stays within the budget by the measured
-    model error).  ``local_moves`` (no ``memory_budget``): then lower the written module by local moves
+    model error).  ``local_moves``: then lower the written module by local moves
     (:func:`hloshard.autoshard.local.improve_written`, ``deadline`` as there; ``result.local_moves``: the
-    annotations changed).  Returns ``result``."""
+    annotations changed), with ``memory_budget`` only when the written module keeps the model's limit, each round
+    held to it (``peak_limit``; not with a predicted TPU heap spill).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -1548,10 +1553,17 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     # on this graph (:func:`measured_reserve`; a budget's search after the plan found without it)
     graph.reprice_measured = max(float(getattr(graph, "reprice_measured", 0.0) or 0.0), time.monotonic() - t_price)
     result.local_moves = []
-    if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
-        written = _moved(result, module, mesh, written, deadline, None)
     # the device for the written plan (a TPU's data margin dropped where its temporaries fit VMEM)
     device = None if memory_budget is None else written_memory_device(getattr(mesh, "memory_device", None), module)
+    if written is not None and local_moves and memory_budget is None:
+        written = _moved(result, module, mesh, written, deadline, None)
+    elif written is not None and local_moves and not spilled_heap_excess(written.evaluation.tpu_heap, device) \
+            and written.evaluation.peak_memory <= model_limit(memory_budget, device):
+        # under a budget the moves keep the budget's limit (a round whose module peaks above it is undone:
+        # improve_written's peak_limit); fresh-clone check 35, item 6: a 120% budget cost the MLP sample +6.6% of
+        # objective because the moves were skipped, although their plan peaked under the limit.  Not with a
+        # spilled TPU heap, whose excess the moves do not price
+        written = _moved(result, module, mesh, written, deadline, model_limit(memory_budget, device))
     # a predicted spilled heap beyond the margin's heap allowance counts against the limit (round 25)
     need = None if written is None else \
         written.evaluation.peak_memory + spilled_heap_excess(written.evaluation.tpu_heap, device)
