@@ -23,7 +23,8 @@ from .report import (_failed, limit_words, minimum_memory_check, minimum_peak, o
                      reshard_cache_warning)
 from .search import solve_graph
 from .start import budget_start, fits
-from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess, xla_lower_bound
+from ..cost.memory import (budget_for_model_limit, is_tpu_device, model_limit, spilled_heap_excess,
+                           xla_lower_bound)
 from ..cost.tpu_heap import written_memory_device
 from ..cost.tpu_layout import solver_limit as node_limit_for
 from ..solver.api import MIN_TIME_LIMIT, Solution, work_for_cpu
@@ -1534,7 +1535,7 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     model error).  ``local_moves``: then lower the written module by local moves
     (:func:`hloshard.autoshard.local.improve_written`, ``deadline`` as there; ``result.local_moves``: the
     annotations changed), with ``memory_budget`` only when the written module keeps the model's limit, each round
-    held to it (``peak_limit``; not with a predicted TPU heap spill).  Returns ``result``."""
+    held to it (``peak_limit``; not on a TPU, whose heap spill that limit does not hold).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -1557,12 +1558,12 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     device = None if memory_budget is None else written_memory_device(getattr(mesh, "memory_device", None), module)
     if written is not None and local_moves and memory_budget is None:
         written = _moved(result, module, mesh, written, deadline, None)
-    elif written is not None and local_moves and not spilled_heap_excess(written.evaluation.tpu_heap, device) \
+    elif written is not None and local_moves and not is_tpu_device(device) \
             and written.evaluation.peak_memory <= model_limit(memory_budget, device):
         # under a budget the moves keep the budget's limit (a round whose module peaks above it is undone:
         # improve_written's peak_limit); fresh-clone check 35, item 6: a 120% budget cost the MLP sample +6.6% of
-        # objective because the moves were skipped, although their plan peaked under the limit.  Not with a
-        # spilled TPU heap, whose excess the moves do not price
+        # objective because the moves were skipped, although their plan peaked under the limit.  Not on a TPU,
+        # whose heap spill (spilled_heap_excess) the moves' peak_limit does not hold
         written = _moved(result, module, mesh, written, deadline, model_limit(memory_budget, device))
     # a predicted spilled heap beyond the margin's heap allowance counts against the limit (round 25)
     need = None if written is None else \

@@ -175,13 +175,15 @@ def spilled_heap_excess(heap_bytes: int, device) -> int:
     check of a written module adds to its data peak so that a plan whose predicted heap outgrows the bound
     is not accepted on the bound alone (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured
     for round 21's bound of 9; round 25's bound, 36, counts its cutting slices)."""
-    if not _is_tpu(device) or heap_bytes <= 0:
+    if not is_tpu_device(device) or heap_bytes <= 0:
         return 0
     return max(0, int(heap_bytes) - _tpu_margin(device)[1] + (0 if getattr(device, "temporaries_fit_vmem", False)
                                                                else vmem_bytes(str(device))))
 
 
-def _is_tpu(device) -> bool:
+def is_tpu_device(device) -> bool:
+    """Whether ``device`` (a profile name or :class:`hloshard.cost.tpu_heap.TpuMemoryDevice`; None: CPU) is a TPU's,
+    whose limit carries the heap margin (:func:`_tpu_margin`)."""
     return device is not None and str(device).lower().startswith("tpu")
 
 
@@ -191,7 +193,7 @@ def model_limit(budget: int, device: str | None = None) -> int:
     (a profile name, ``mesh.memory_device``; a :class:`hloshard.cost.tpu_heap.TpuMemoryDevice` carries
     the module's heap bound) the additive margin ``floor((budget - heap [- VMEM]) / U)`` (:func:`_tpu_margin`;
     at least 0)."""
-    if _is_tpu(device):
+    if is_tpu_device(device):
         u, heap = _tpu_margin(device)
         return max(0, math.floor(Fraction(int(budget) - heap) / u))
     return int(Fraction(int(budget)) / Fraction(_margins(device)[0]))   # exact: no float rounding
@@ -215,7 +217,7 @@ def budget_for_model_limit(limit: int, device: str | None = None) -> int:
     limit in the model's units (an implicit memory guard: the predicted peak of a baseline plan,
     :func:`hloshard.jax.auto_shard`) enters the solver through the budget path."""
     limit = int(limit)
-    if _is_tpu(device):
+    if is_tpu_device(device):
         u, heap = _tpu_margin(device)
         best = math.ceil(Fraction(limit) * u) + heap
     else:
@@ -232,7 +234,7 @@ def heap_allowance(device) -> int:
     module's heap-slot bound (:func:`hloshard.cost.tpu_heap.heap_slot_bound`, carried on a
     :class:`hloshard.cost.tpu_heap.TpuMemoryDevice`; ``XLA_TPU_HEADER_SLOTS`` for a plain profile name) x
     32,256 B + one 512 B granule (:func:`_tpu_margin`, without the VMEM term); 0 off a TPU."""
-    if not _is_tpu(device):
+    if not is_tpu_device(device):
         return 0
     return _tpu_margin(device)[1] - (0 if getattr(device, "temporaries_fit_vmem", False) else vmem_bytes(str(device)))
 
@@ -247,7 +249,7 @@ def tpu_reported_peak(peak: int, heap: int, device) -> dict:
     :func:`model_limit` -- the budget less the heap allowance [and the VMEM] -- because the heap is a count
     of 32,256 B slots libtpu reports as 0 or in full, bounded per module before any plan is chosen; a
     predicted heap beyond the allowance is added to the data peak (:func:`spilled_heap_excess`)."""
-    if not _is_tpu(device):
+    if not is_tpu_device(device):
         return {}
     heap = max(0, int(heap))
     allowance = heap_allowance(device)
