@@ -257,6 +257,49 @@ def minor_pair(element_type: str, dims: Sequence[int]) -> tuple[int, int] | None
     return pick
 
 
+def lane_use(n: int) -> float:
+    """The share of its 128-lane rows a dimension of ``n`` elements fills as a buffer's minor dimension:
+    ``n / (128 * ceil(n / 128))`` (64 -> 0.5, 96 -> 0.75, 130 -> 0.508, 256 -> 1.0).  Raises ValueError
+    for ``n < 1``."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"a dimension of {n} elements has no lanes")
+    return n / (LANES * -(-n // LANES))
+
+
+def all_to_all_chunk(in_shape: Sequence[int], split_dim: int, k: int) -> list[int]:
+    """The per-device dims one peer's piece of a resharding all-to-all has (XLA SPMD partitioner,
+    ``ReshardWithAllToAll``: ``split_dim`` is split into ``k`` pieces, one per peer): ``in_shape`` with
+    ``in_shape[split_dim]`` divided by ``k`` (rounded up: the partitioner pads), in order, minor last.
+    ``in_shape``: the per-device dims before the exchange.  Raises ValueError for ``k < 1`` or a
+    ``split_dim`` outside ``in_shape``."""
+    if k < 1 or not 0 <= split_dim < len(in_shape):
+        raise ValueError(f"no all-to-all piece for k={k}, split dim {split_dim} of {list(in_shape)}")
+    return [-(-int(d) // int(k)) if i == split_dim else int(d) for i, d in enumerate(in_shape)]
+
+
+def all_to_all_lane_flat(chunk: Sequence[int]) -> bool:
+    """Whether the TPU compiler exchanges an all-to-all's pieces of dims ``chunk``
+    (:func:`all_to_all_chunk`) as a lane-flat buffer: True iff no dim of the piece fills more than half
+    its 128-lane rows as the minor dim (``max(lane_use(d)) <= 0.5``).  Then layout assignment writes a
+    data-moving reshape to ``[k, s, N / (k s)]`` tiled ``T(s, 128)`` before the all-to-all (``s`` = 4 /
+    element bytes sublanes: f32 1, bf16 / f16 2, s8 4) and, for types narrower than 32 bits, one back after
+    it; otherwise the piece keeps its dims and the compiler makes the dim of best lane use minor (a 64-wide
+    f32 piece of 256 rows: rows minor, no reshape).  Any element type, any ``k``.
+
+    Read off libtpu 0.0.42.1's optimised programs (ahead of time, ``v5e:2x4``): it holds on every all-to-all of
+    round 33's 40 stored plans per chip (123 on v5e, 102 on v5p, 95 on v6e; 52 / 52 / 50 of them flat) and on
+    18 of 18 probes written after the rule was fixed (BENCHMARKS.md round 37, helper tpu;
+    ``benchmarks/measured/tpu_r37``).  What the reshapes cost is not priced: the step time and the bytes
+    do not read this predicate (in the probes a program with a flat all-to-all counted 25-28 bytes accessed
+    per byte of the per-device buffer, 8 without a relayout: a count not derived here).  Raises ValueError
+    for an empty ``chunk`` or a dim below 1."""
+    dims = [int(d) for d in chunk]
+    if not dims:
+        raise ValueError("an all-to-all piece has at least one dim")
+    return max(lane_use(d) for d in dims) <= 0.5
+
+
 def padded_bytes_per_device(shape, sharding) -> int:
     """:func:`padded_bytes` of the per-device tile of ``shape`` (a :class:`hloshard.hlo.shape.Shape`) under
     ``sharding`` (an :class:`hloshard.hlo.sharding.HloSharding`, None: replicated; a tuple shape: the sum
