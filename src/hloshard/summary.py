@@ -390,13 +390,15 @@ def plan_words(report: dict) -> str | None:
     return source
 
 
-def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
+def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True,
+                  said=()) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
     against the input, memory against the budget, status in words), then the dearest resharding edges,
     the largest tensors at the peak, notes and warnings.  ``console``: a rich Console
     (:func:`hloshard.textout.report_console`; default: one on stderr, as ``solve`` prints it);
-    ``files``: print the input / output lines."""
+    ``files``: print the input / output lines; ``said``: warnings of the report already printed (``solve`` prints
+    its notes on the input and options at once, before the solve), not printed again."""
     if console is None:
         console = report_console(stderr=True)
     con = console
@@ -459,7 +461,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     if refinement_note(report):
         print_labelled(con, "note:", refinement_note(report), "cyan")
     for w in report.get("warnings", ()):
-        print_labelled(con, "warning:", user_warning(w, report), "yellow")
+        if w not in said:
+            print_labelled(con, "warning:", user_warning(w, report), "yellow")
 
 
 def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:
