@@ -8,13 +8,14 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from hloshard.cli import main
 from hloshard.commands.cost import render_comparison
 from hloshard.xla_compare import CollectiveRecord, Comparison, InstructionComparison, match_collectives
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require_jax
 
 MLP_PRE = ROOT / "samples" / "mlp_train_step.pre.hlo"
 
@@ -134,3 +135,85 @@ def test_the_report_says_what_the_agreement_counts():
     agree = {ln.split("│")[1].strip(): ln.split("│")[-2].strip() for ln in text.splitlines() if ln.startswith("│")}
     assert agree == {"while.15": "moved", "while.9": "moved", "dot.1": "yes", "add.3": "no"}, agree
     assert c.to_json()["collective_match"]["moved_instructions"] == ["while.15", "while.9"]
+
+
+# --------------------------------------------------------------------------- F9: binary inputs named
+
+DATA = ROOT / "tests" / "data" / "cli"
+
+
+def test_a_binary_hlo_protobuf_or_mlir_bytecode_is_named():
+    """New user 36 F9: a serialized HloModuleProto (``bad/module.hlo.pb``) got ``not UTF-8 text (byte 22: invalid
+    continuation byte)`` alone.  The files: that one, XLA's ``--xla_dump_hlo_as_proto`` dump (an HloProto) and
+    ``jax.export``'s serialized StableHLO (MLIR bytecode), all of jax 0.10.2."""
+    for name, words in (("module.hlo.pb", "this looks like a binary HLO protobuf"),
+                        ("dump.before_optimizations.hlo.pb", "this looks like a binary HLO protobuf"),
+                        ("export.mlirbc", "this looks like MLIR bytecode")):
+        path = DATA / name
+        for cmd in (["cost", path, "--mesh", "2x4"], ["solve", path, "--mesh", "2x4"]):
+            r = run(cmd)
+            assert r.exit_code == 2 and r.stderr.startswith(f"{path}:"), r.output
+            assert "not UTF-8 text" in r.stderr and words in r.stderr and "Traceback" not in r.output, r.stderr
+        r = run(["lint", path])
+        assert r.exit_code == 1 and " HS001 " in r.output and words in r.output, r.output
+    assert "as_text(dialect='hlo')" in run(["cost", DATA / "module.hlo.pb"]).stderr
+    junk = bytes(range(128, 256)) * 4   # binary, but neither: the plain message
+    from hloshard.io import binary_kind
+
+    assert binary_kind(junk) is None and binary_kind(b"\x0a\x03abc\x12") is not None
+
+
+# --------------------------------------------------------------------------- F9: a mesh of the same axes, devices reordered
+
+def test_a_reordered_mesh_is_said_to_be_reordered():
+    """New user 36 F9: ``auto_shard`` refused an argument on ``Mesh(jax.devices()[::-1] ...)`` with "on a mesh with
+    axes {'data': 2, 'model': 4}, not on `mesh` ({'data': 2, 'model': 4}, its devices in the same order)"."""
+    from hloshard.textout import mesh_difference
+
+    axes = {"data": 2, "model": 4}
+    ids = list(range(8))
+    words = mesh_difference(axes, ids[::-1], axes, ids)
+    assert words.startswith("a mesh of the same axes {'data': 2, 'model': 4} and devices as `mesh`, in another order "
+                            "(reversed: its devices [7, 6, 5, 4, 3, 2, 1, 0], `mesh`'s [0, 1, 2, 3, 4, 5, 6, 7])"), words
+    assert "(from position 2 on: device 3 where `mesh` has 2" in mesh_difference(axes, [0, 1, 3, 2, 4, 5, 6, 7], axes, ids)
+    assert mesh_difference({"x": 8}, ids, axes, ids) == "a mesh with axes {'x': 8}, not on `mesh` ({'data': 2, 'model': 4})"
+    assert "other devices ([8, 9, 10, 11, 12, 13, 14, 15]; `mesh` has [0, 1, 2" in mesh_difference(axes, range(8, 16), axes, ids)
+
+
+REORDERED = r'''
+import numpy as np, jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hloshard.jax.api import _is_sharded
+from hloshard.jax.layout import spec_sharding
+from hloshard.mesh import DeviceMesh
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+back = Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ("data", "model"))
+x = jax.device_put(np.zeros((8, 4), np.float32), NamedSharding(back, P("data")))
+try:
+    _is_sharded(x, mesh, "[1]")
+except ValueError as e:
+    print("arg", e)
+try:
+    spec_sharding(NamedSharding(back, P("data")), 2, DeviceMesh.parse("data=2,model=4"), ("data", "model"), "in_shardings[0]")
+except ValueError as e:
+    print("spec", e)
+'''
+
+
+@pytest.mark.oracle
+def test_auto_shard_names_the_device_order():
+    require_jax()
+    import os
+    import subprocess
+    import sys
+
+    from hloshard.xla_check import child_argv
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(child_argv(["-c", REORDERED], env), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    assert out["arg"].startswith("example argument [1] is sharded (P('data',)) on a mesh of the same axes "
+                                 "{'data': 2, 'model': 4} and devices as `mesh`, in another order (reversed"), out["arg"]
+    assert "in another order (reversed" in out["spec"] and "the plan's mesh" in out["spec"], out["spec"]
