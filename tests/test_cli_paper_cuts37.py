@@ -97,7 +97,8 @@ def test_a_budget_of_another_device_is_warned_once(tmp_path):
 # --------------------------------------------------------------------------- nit 8a: collectives paired across the program
 
 def _rec(kind, n, nbytes, source="xla"):
-    return CollectiveRecord(kind=kind, group_size=n, nbytes=nbytes, ring_bytes=nbytes * (n - 1) / n, source=source)
+    ring = nbytes if kind == "collective-permute" else nbytes * (n - 1) / n   # a permute: the bytes sent
+    return CollectiveRecord(kind=kind, group_size=n, nbytes=nbytes, ring_bytes=ring, source=source)
 
 
 def _rows():
@@ -121,6 +122,11 @@ def test_collectives_pair_across_the_program():
     assert m.moved_rows == {"while.15", "while.9"}          # add.3's all-reduce / all-to-all stay a disagreement
     assert m.unmatched_partners == ("add.3", None)
     assert m.share == 2 * 3 / 9
+    # a collective-permute pairs by bytes alone: the prediction counts its group as 1, XLA's record every partition
+    # (the transformer_block sample's split collective-permutes: 2 of 10 paired before, 9 of 10 now)
+    cp = InstructionComparison("split.5", "slice", 1.0, predicted=[_rec("collective-permute", 1, 131072.0)],
+                               xla=[_rec("collective-permute", 8, 131072.0)])
+    assert match_collectives([cp]).in_place == 1
 
 
 def test_the_report_says_what_the_agreement_counts():

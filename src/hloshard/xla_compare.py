@@ -278,9 +278,16 @@ class CollectiveMatch:
                           "the program; in_place: both on one instruction"}
 
 
+def _match_key(r) -> tuple:
+    """:func:`_record_key` with no group size for a collective-permute (its pairs are not groups: the prediction
+    counts 1, XLA's record every partition), as :attr:`InstructionComparison.groups_agree` compares them."""
+    kind, n, b = _record_key(r)
+    return kind, 0 if kind == "collective-permute" else n, b
+
+
 def match_collectives(rows, unmatched=()) -> CollectiveMatch:
-    """Pair ``rows``' (:class:`InstructionComparison`) predicted and XLA collectives by (kind, group size, ring bytes
-    per device over all executions, rounded to the byte): first on each instruction, then what is left of each side
+    """Pair ``rows``' (:class:`InstructionComparison`) predicted and XLA collectives by (kind, group size -- none for a
+    collective-permute --, ring bytes per device over all executions, rounded to the byte): first on each instruction, then what is left of each side
     across the whole program, ``unmatched`` XLA collectives (no instruction's tag) included -- one collective in
     one pair at most.  A row is ``moved`` when its kinds disagree and every collective it has on either side found
     its pair elsewhere (the pairs are given out in row order; several alike: any is the same figure)."""
@@ -290,8 +297,8 @@ def match_collectives(rows, unmatched=()) -> CollectiveMatch:
     matched_bytes = 0.0
     n_pred = n_xla = 0
     for row in rows:
-        kp = [_record_key(r) for r in row.predicted]
-        kx = [_record_key(r) for r in row.xla]
+        kp = [_match_key(r) for r in row.predicted]
+        kx = [_match_key(r) for r in row.xla]
         n_pred += len(kp)
         n_xla += len(kx)
         common = Counter(kp) & Counter(kx)
@@ -302,7 +309,7 @@ def match_collectives(rows, unmatched=()) -> CollectiveMatch:
         left_x += [(row.name, k) for k, n in sorted(rest_x.items()) for _ in range(n)]
     for r in unmatched:
         n_xla += 1
-        left_x.append((None, _record_key(r)))
+        left_x.append((None, _match_key(r)))
     waiting: dict = {}   # key -> rows whose predicted collective of that key is still without a pair, in row order
     for name, k in left_p:
         waiting.setdefault(k, []).append(name)
