@@ -19,8 +19,8 @@ Everywhere else it aborts the whole process with a C++ CHECK: ``Check failed: !I
 entry's unannotated output, ``Check failed: target.IsManualSubgroup() == sharding().IsManualSubgroup()``
 (spmd_partitioner.cc) where a partly manual one meets a sharding without a manual subgroup or a wholly manual one,
 ``Check failed: sharding.IsManualSubgroup()`` (hlo_sharding_util.cc) where a wholly manual value meets a manual
-subgroup (new user 36 F5: a ``sharding={manual}`` bias parameter of an MLP step, read by the unannotated bias add: ``array.h`` ``Check
-failed: new_num_elements == num_elements()``).
+subgroup (new user 36 F5: a ``sharding={manual}`` bias parameter of an MLP step, read by the unannotated bias add:
+``array.h`` ``Check failed: new_num_elements == num_elements()``).
 
 :func:`manual_region_problems` finds those places: the one rule every command applies (through
 :func:`hloshard.strategy.user_shardings.check_module_shardings`, exit 2 at the offending instruction's

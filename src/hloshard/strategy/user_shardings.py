@@ -6,8 +6,8 @@ sharding sits on a tuple shape and has one element per leaf of it; a tiled shard
 shape has, names as many devices as the mesh has, only devices of the mesh, each once; a maximal
 sharding names a device of the mesh; a manual value leaves its manual region only as XLA's partitioner takes it
 (:func:`hloshard.hlo.manual.manual_region_problems`: through ``SPMDShardToFullShape``, into the same manual kind,
-never into the entry's output unannotated; XLA aborts elsewhere).  It applies to every annotated instruction of the input,
-whether the command keeps the sharding or not: every command that reads a module's shardings
+never into the entry's output unannotated; XLA aborts elsewhere).  It applies to every annotated instruction of the
+input, whether the command keeps the sharding or not: every command that reads a module's shardings
 (``solve``, ``cost``, ``explain``, ``diff``, ``explain-reshape``, ``combine``, through
 :func:`hloshard.commands.options.mesh_from_options`, and the cost-graph builder through
 :func:`user_shardings`) exits 2 with ``FILE:LINE:COL`` on the first violation; ``lint`` reports the
