@@ -288,9 +288,10 @@ def _match_key(r) -> tuple:
 def match_collectives(rows, unmatched=()) -> CollectiveMatch:
     """Pair ``rows``' (:class:`InstructionComparison`) predicted and XLA collectives by (kind, group size -- none for a
     collective-permute --, ring bytes per device over all executions, rounded to the byte): first on each
-    instruction, then what is left of each side across the whole program, ``unmatched`` XLA collectives (no instruction's tag) included -- one collective in
-    one pair at most.  A row is ``moved`` when its kinds disagree and every collective it has on either side found
-    its pair elsewhere (the pairs are given out in row order; several alike: any is the same figure)."""
+    instruction, then what is left of each side across the whole program, ``unmatched`` XLA collectives (no
+    instruction's tag) included -- one collective in one pair at most.  A row is ``moved`` when its kinds disagree
+    and every collective it has on either side found its pair elsewhere (the pairs are given out in row order;
+    several alike: any is the same figure)."""
     left_p: list = []   # (row name, key) not paired on their own instruction
     left_x: list = []
     in_place = 0
