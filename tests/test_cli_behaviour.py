@@ -286,8 +286,9 @@ def test_status_in_words():
         "best found in 11 s, within 5% of optimal"
     # the coarse fallback: the status is of the given mesh's space, not of the coarse one the solver proved
     assert status_in_words({"status": "feasible", "seconds_solver": 4.5, "gap": None, "searched_mesh": "8"}) == \
-        "best found in 4 s on the coarse mesh 8 (the given mesh's strategy space was not searched: distance to " \
-        "its optimum unknown)"
+        "best found in 4 s on the coarse mesh 8 (the given mesh's strategy space was not searched: its cost " \
+        "graph's build did not fit in the time limit (the warning on that build gives the seconds); a longer " \
+        "time limit searches it; distance to its optimum unknown)"
 
 
 def test_written_vs_solver_warning_speaks_the_cost_lines_units():

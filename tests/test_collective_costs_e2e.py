@@ -120,7 +120,7 @@ ENTRY %e {
   %a2a = (f32[2,8], f32[4,8]) all-to-all(%x, %y), channel_id=7, replica_groups={{0,1,2,3},{4,5,6,7}}
   %xr = f32[4,8] all-reduce(%y), replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add
   %one = f32[4,8] all-reduce(%y), channel_id=8, replica_groups={{0},{1},{2},{3},{4},{5},{6},{7}}, use_global_device_ids=true, to_apply=%add
-  ROOT %out = (f32[16,8], f32[2,8], f32[8,8], (f32[2,8], f32[4,8]), f32[4,8], f32[4,8], (f32[2,8], f32[4,8]), f32[4,8], f32[4,8]) tuple(%d, %cp, %d2, %ard, %pairs, %odd, %a2a, %xr, %one)
+  ROOT %out = (f32[16,8], f32[2,8], f32[8,8], (f32[2,8], f32[4,8]), f32[4,8], f32[4,8], (f32[2,8], f32[4,8]), f32[4,8], f32[4,8]) tuple(%d, %cp, %d2, %ard, %pairs, %odd, %a2a, %xr, %one), sharding={{manual},{manual},{manual},{manual},{manual},{manual},{manual},{manual},{manual},{manual},{manual}}
 }
 """
 

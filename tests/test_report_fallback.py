@@ -75,4 +75,6 @@ def test_status_words_of_a_one_d_coarse_mesh_unchanged():
     report = {"status": "feasible", "seconds_solver": 4.5, "gap": None, "searched_mesh": "8",
               "mesh": {"shape": [2, 4], "user_shape": [2, 4]}}
     assert status_in_words(report) == ("best found in 4 s on the coarse mesh 8 (the given mesh's strategy space "
-                                       "was not searched: distance to its optimum unknown)")
+                                       "was not searched: its cost graph's build did not fit in the time limit (the "
+                                       "warning on that build gives the seconds); a longer time limit searches it; "
+                                       "distance to its optimum unknown)")

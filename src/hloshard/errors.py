@@ -139,3 +139,38 @@ def _find_instruction(module, name: str):
             if instr.name == name or instr.name.lstrip("%") == name:
                 return instr
     return None
+
+
+#: a glog fatal line (``F1207 22:25:27.848348   19979 array.h:543] Check failed: ...``): XLA's C++ CHECK
+_GLOG_FATAL = None
+#: a frame of the CHECK's stack that names the XLA pass it ran in (``xla::ShardingPropagation::RunImpl()``)
+_PASS_FRAME = None
+
+
+def child_failure(stderr: str | None, returncode: int) -> str:
+    """What a child process that failed (``returncode`` != 0) said, in one line, from its ``stderr``: a C++
+    CHECK that aborted XLA as ``XLA aborted (a C++ CHECK at FILE:LINE, in xla::PASS::...): Check failed: ...`` --
+    its stack trace's addresses left out (new user 36 F5: ``cost --xla`` said only ``@ 0x7f4ebf0a71f5
+    (unknown)``, the trace's last line) --, a Python error as its last line (``ValueError: ...``), else the last
+    line that is not a stack frame, else the signal or exit code.  Used for every jax / XLA child
+    (:func:`hloshard.xla_check.run_jax_child`, :func:`hloshard.xla_cost.tpu_cost`)."""
+    import re
+
+    global _GLOG_FATAL, _PASS_FRAME
+    if _GLOG_FATAL is None:
+        _GLOG_FATAL = re.compile(r"^F\d{4} [\d:.]+\s+\d+ ([\w.\-]+:\d+)\] (.*\S)")
+        _PASS_FRAME = re.compile(r"@\s+0x[0-9a-f]+\s+(xla::(?:\w+::)*\w*(?:Propagation|Partition|Pass|Visitor|"
+                                 r"Verifier|Normalizer|Expander|Simplifier)\w*::\w+)")
+    lines = [ln.rstrip() for ln in (stderr or "").splitlines() if ln.strip()]
+    signal = f"killed by signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
+    for k, ln in enumerate(lines):
+        m = _GLOG_FATAL.match(ln.strip())
+        if m:
+            where = next((f.group(1) for f in map(_PASS_FRAME.search, lines[k + 1:]) if f), None)
+            return (f"XLA aborted the child process on a C++ CHECK at {m.group(1)}"
+                    + (f", in {where}" if where else "") + f": {m.group(2)}")
+    rest = [ln for ln in lines if not re.match(r"^\s*(@\s+0x|\*\*\* |File \"|Current thread|Thread 0x|"
+                                                r"Fatal Python error|Extension modules:)", ln)]
+    if rest:
+        return rest[-1].strip()
+    return signal

@@ -90,6 +90,45 @@ def undecodable_position(data: bytes, exc: UnicodeDecodeError) -> tuple[int, int
     return line, column
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A protobuf varint at ``data[at:]``: ``(value, position after it)``; ``(-1, at)`` when it runs off the end."""
+    value, shift = 0, 0
+    while at < len(data) and shift < 64:
+        b = data[at]
+        value |= (b & 0x7F) << shift
+        at += 1
+        if not b & 0x80:
+            return value, at
+        shift += 7
+    return -1, at
+
+
+def binary_kind(data: bytes) -> str | None:
+    """What a file that is not UTF-8 text most likely is, when hloshard can tell, as a hint for the error (new user
+    36 F9: a ``*.hlo.pb`` got only "not UTF-8 text (byte 22: ...)"): MLIR bytecode (the ``ML\\xefR`` magic:
+    ``jax.export``'s serialized StableHLO), or a binary HLO protobuf -- ``HloModuleProto`` (field 1, the module's
+    name, a printable string, then field 2 or 3: the entry's name or a computation), or XLA's ``HloProto`` dump,
+    which holds one as its field 1 -- else None."""
+    if data.startswith(b"ML\xefR"):
+        return ("MLIR bytecode (a serialized StableHLO module, as jax.export writes it); hloshard reads StableHLO as "
+                "text (.mlir: jax.jit(f).lower(...).as_text())")
+    for start in (0, None):
+        at = 0
+        if start is None:   # HloProto: field 1 is the HloModuleProto, a length-delimited message
+            if data[:1] != b"\x0a":
+                break
+            _, at = _varint(data, 1)
+        if data[at:at + 1] != b"\x0a":
+            continue
+        n, body = _varint(data, at + 1)
+        name = data[body:body + n] if 0 < n <= 1024 else b""
+        if name and all(32 <= c < 127 for c in name) and data[body + n:body + n + 1] in (b"\x12", b"\x1a"):
+            return ("a binary HLO protobuf (an HloModuleProto, as XLA's *.hlo.pb dumps and "
+                    "as_serialized_hlo_module_proto() write it); hloshard reads HLO text: "
+                    "jax.jit(f).lower(...).as_text(dialect='hlo'), or XLA's --xla_dump_hlo_as_text")
+    return None
+
+
 def read_text(path: str) -> str:
     """Read a UTF-8 text file; ``-`` reads standard input. Line endings are normalised to ``\\n``.
 
@@ -102,7 +141,9 @@ def read_text(path: str) -> str:
     except UnicodeDecodeError as exc:
         line, column = undecodable_position(data, exc)   # file:line:col, as lint's HS001 places it
         shown = "<stdin>" if path == "-" else path   # as the parser names standard input (fresh-clone check 30)
-        raise UsageError(f"{shown}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        kind = binary_kind(data)
+        raise UsageError(f"{shown}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+                         + (f"; this looks like {kind}" if kind else "")) from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 

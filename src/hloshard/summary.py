@@ -25,6 +25,13 @@ __all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "g
            "time_line", "step_time_line", "peak_words", "links_text", "user_warning", "refinement_note"]
 
 
+#: why the coarse fallback's status says the given mesh was not searched (new user 36 F7: most solves of 120-150 s
+#: at load 20-50 wrote the coarse plan; the reason and its seconds were in a warning only): the one cause
+#: (``autoshard.solve``'s coarse fallback), pointing at that warning's figures
+NOT_BUILT = ("its cost graph's build did not fit in the time limit (the warning on that build gives the seconds); "
+             "a longer time limit searches it")
+
+
 def status_in_words(report: dict) -> str:
     """'proven optimal in 0.4 s' / 'best found in 60 s, within 22% of optimal' / ... ."""
     secs = report.get("seconds_solver", report.get("seconds_solve", report.get("seconds")))
@@ -40,9 +47,10 @@ def status_in_words(report: dict) -> str:
             # the coarse mesh is the user's own, unrefined: the space not searched is its internal refinement
             # (new user 25, finding 8: "on the coarse mesh 2x4 (the given mesh's ... not searched)" for --mesh 2x4)
             return (f"best found{took} on the mesh {user} as given (its refinement {fine}, the same devices, which "
-                    f"holds every plan of it and more, was not searched: distance to the optimum unknown)")
+                    f"holds every plan of it and more, was not searched: {NOT_BUILT}; distance to the optimum "
+                    f"unknown)")
         return (f"best found{took} on the coarse mesh {report['searched_mesh']} (the given mesh's strategy "
-                f"space was not searched: distance to its optimum unknown)")
+                f"space was not searched: {NOT_BUILT}; distance to its optimum unknown)")
     if gap is None:
         return f"best found{took} (no bound: distance to the optimum unknown)"
     own = report.get("solver_objective")
@@ -390,13 +398,15 @@ def plan_words(report: dict) -> str | None:
     return source
 
 
-def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
+def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True,
+                  said=()) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
     against the input, memory against the budget, status in words), then the dearest resharding edges,
     the largest tensors at the peak, notes and warnings.  ``console``: a rich Console
     (:func:`hloshard.textout.report_console`; default: one on stderr, as ``solve`` prints it);
-    ``files``: print the input / output lines."""
+    ``files``: print the input / output lines; ``said``: warnings of the report already printed (``solve`` prints
+    its notes on the input and options at once, before the solve), not printed again."""
     if console is None:
         console = report_console(stderr=True)
     con = console
@@ -459,7 +469,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     if refinement_note(report):
         print_labelled(con, "note:", refinement_note(report), "cyan")
     for w in report.get("warnings", ()):
-        print_labelled(con, "warning:", user_warning(w, report), "yellow")
+        if w not in said:
+            print_labelled(con, "warning:", user_warning(w, report), "yellow")
 
 
 def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:

@@ -195,3 +195,39 @@ def mesh_words(report: dict) -> str:
         if refined:
             text += " per internal axis"
     return text
+
+
+def _ids_text(ids: list, limit: int = 8) -> str:
+    return "[" + ", ".join(map(str, ids[:limit])) + (", ..." if len(ids) > limit else "") + "]"
+
+
+def mesh_difference(axes: dict, ids: list, want_axes: dict, want_ids: list, want: str = "`mesh`") -> str:
+    """How a mesh (``axes``: axis name -> size, ``ids``: its device ids, row-major) differs from the one wanted
+    (``want_axes``, ``want_ids``; ``want`` names it), as the end of "... is sharded on a mesh ...": other axes, other
+    devices, or the same axes and devices in another order (reversed, or the first position that differs).  New
+    user 36 F9: a mesh of ``jax.devices()[::-1]`` was refused with "on a mesh with axes {'data': 2, 'model': 4}, not on
+    `mesh` ({'data': 2, 'model': 4}, its devices in the same order)", which read as the same mesh twice."""
+    axes, want_axes = dict(axes), dict(want_axes)
+    ids, want_ids = [int(i) for i in ids], [int(i) for i in want_ids]
+    if list(axes.items()) != list(want_axes.items()):
+        return f"a mesh with axes {axes}, not on {want} ({want_axes})"
+    if sorted(ids) != sorted(want_ids):
+        return (f"a mesh of the same axes {axes} as {want} but other devices ({_ids_text(sorted(ids))}; {want} has "
+                f"{_ids_text(sorted(want_ids))})")
+    if ids == want_ids:
+        return f"a mesh of the same axes {axes} and devices as {want}, not {want} itself"
+    if ids == want_ids[::-1]:
+        order = "reversed"
+    else:
+        k = next(n for n, (a, b) in enumerate(zip(ids, want_ids)) if a != b)
+        order = f"from position {k} on: device {ids[k]} where {want} has {want_ids[k]}"
+    return (f"a mesh of the same axes {axes} and devices as {want}, in another order ({order}: its devices "
+            f"{_ids_text(ids)}, {want}'s {_ids_text(want_ids)}); a layout names positions on the mesh, so the same "
+            f"spec puts other data on each device")
+
+
+def jax_mesh_difference(mesh, want, want_name: str = "`mesh`") -> str:
+    """:func:`mesh_difference` of two ``jax.sharding.Mesh`` objects (read by their ``shape`` and ``devices``; jax is
+    not imported here)."""
+    return mesh_difference(dict(mesh.shape), [d.id for d in mesh.devices.flat], dict(want.shape),
+                           [d.id for d in want.devices.flat], want_name)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, child_failure
 
 # jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
 # inside the functions that need them, never at module level (tests/test_import_contracts.py).
@@ -438,8 +438,7 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
         tail = (proc.stderr or "").strip().splitlines()
         if any("No module named 'jax" in t for t in tail):
             raise InputError(f"{flag} needs jax and jaxlib (pip install 'hloshard[xla]')")
-        msg = tail[-1] if tail else (f"killed by signal {-proc.returncode}" if proc.returncode < 0
-                                     else f"exit code {proc.returncode}")
+        msg = child_failure(proc.stderr, proc.returncode)   # a C++ CHECK's own line, not its stack (errors.py)
         raise InputError(f"{what} failed: {msg}")
     return json.loads(proc.stdout)
 

@@ -39,7 +39,7 @@ import subprocess
 import sys
 
 from .cost.tpu_layout import padded_bytes
-from .errors import InputError
+from .errors import InputError, child_failure
 from .xla_check import compile_with_dump, run_jax_child
 
 # jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
@@ -221,8 +221,7 @@ def tpu_cost(texts: list[str], num_partitions: int, topology: str, python: str,
     except OSError as exc:
         raise InputError(f"cannot run {python}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
-        tail = (proc.stderr or "").strip().splitlines()
-        raise InputError(f"TPU cost analysis failed: {tail[-1] if tail else proc.returncode}")
+        raise InputError(f"TPU cost analysis failed: {child_failure(proc.stderr, proc.returncode)}")
     return _to_costs(json.loads(proc.stdout))
 
 

@@ -53,7 +53,7 @@ def test_suppression_of_a_syntax_error_on_its_line():
 
 def test_selection_by_prefix_name_and_specificity():
     codes = lambda rules: [r.code for r in rules]  # noqa: E731
-    assert codes(select_rules(("HS1",))) == [f"HS10{i}" for i in range(1, 10)] + ["HS110"]
+    assert codes(select_rules(("HS1",))) == [f"HS10{i}" for i in range(1, 10)] + ["HS110", "HS111"]
     assert codes(select_rules(("HS2",), ("empty-shards",))) == ["HS202"]
     assert codes(select_rules(("HS",), ("HS1", "HS2", "HS3", "HS4", "HS5"))) == ["HS001", "HS002"]
     # the more specific selector wins

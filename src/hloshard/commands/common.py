@@ -99,6 +99,15 @@ def check_outputs(inputs=(), **paths) -> None:
         given.append((what, path))
 
 
+def print_warnings(warnings, said=(), words=None) -> None:
+    """Each of ``warnings`` on stderr as ``warning: ...``, the one way ``solve`` (``--format json``) and ``cost``
+    give them (README: warnings go to stderr, the product to stdout); one in ``said`` (printed at once while the
+    command ran) is not given again; ``words(w)``: the text shown for ``w`` (default: as it is)."""
+    for w in warnings:
+        if w not in said:
+            click.echo(f"warning: {words(w) if words is not None else w}", err=True)
+
+
 def show_progress(quiet: bool = False) -> bool:
     """Whether progress may be drawn: stderr is a terminal and the user did not ask for quiet."""
     return not quiet and sys.stderr.isatty()

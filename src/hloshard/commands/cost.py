@@ -11,7 +11,8 @@ with the implicit reshardings on its operands (steps as in explain-reshape's pla
 memory per device.  ``--format json`` prints ``total_cost``, ``breakdown``, ``instructions`` (name,
 opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted_collectives``),
 ``peak_memory_per_device``, ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
-collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``unannotated`` (names),
+collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``warnings`` (the cost graph's, e.g. a
+``while`` whose trip count is a guess, as ``solve`` warns; also on stderr), ``unannotated`` (names),
 ``instructions_counted`` (what the instruction counts count) and ``completion`` (how the open choices
 were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``; and,
 when the module writes a sharded layout and leaves instructions open, ``open_to_xla`` and
@@ -20,7 +21,8 @@ when the module writes a sharded layout and leaves instructions open, ``open_to_
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
 ``xla_bytes_per_device``, ``xla_collectives``, ``kinds_agree`` and ``groups_agree`` per instruction, and
-at the top ``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives``, ``xla_error``,
+at the top ``xla_bytes_per_device``, ``kind_agreement`` (instruction by instruction), ``collective_match`` (the
+collectives paired by kind, group size and bytes across the program), ``xla_unmatched_collectives``, ``xla_error``,
 ``xla_compile_error`` and ``xla_inlined_calls`` (the module's ``call``s XLA got inlined: jax.jit partitions
 each callee apart, the one difference from what it runs for the same shardings; README "cost").  Exit 2 on
 bad input, and for ``--xla`` when jax is not installed.
@@ -49,7 +51,7 @@ from ..sdy_mesh import module_meshes
 from ..units import counted, format_bytes
 from ..xla_compare import UNTAGGED, compare_module, predicted_collectives
 from ..textout import print_labelled, print_table, report_console
-from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
+from .common import check_outputs, note_input, print_warnings, show_progress, start_step, step, xla_ready
 from .options import (Integer, apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
                       timed_mesh_from_options)
 from .progress import SolverProgress
@@ -104,6 +106,9 @@ def cost_report(result, mesh, comparison=None) -> dict:
                        "description": result.completion_words(with_time=False)},
         "predicted_bytes_per_device": _mb(sum(r["predicted_bytes_per_device"] for r in rows)),
         "instructions": rows,
+        # what the pricing assumed and the user should know (a while's guessed trip count: new user 36 F8), the
+        # cost graph's own warnings, which solve's report carries too; on stderr in every format (print_warnings)
+        "warnings": list(getattr(result, "warnings", None) or ()),
     }
     if comparison is not None:
         by_name = {i.name: i for i in comparison.instructions}
@@ -116,6 +121,7 @@ def cost_report(result, mesh, comparison=None) -> dict:
         failed = comparison.xla_error is not None   # nothing measured: no figure, not 0
         report["xla_bytes_per_device"] = None if failed else _mb(comparison.xla_bytes)
         report["kind_agreement"] = None if failed else comparison.kind_agreement
+        report["collective_match"] = None if failed else comparison.collective_match.to_json()
         report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
         report["xla_error"] = comparison.xla_error
         report["xla_compile_error"] = comparison.xla_compile_error
@@ -232,22 +238,36 @@ def render_comparison(con, comparison, top: int, memory_device: str | None = Non
               f"XLA {format_bytes(int(comparison.xla_bytes))}"
               + (" by GSPMD (jax.jit's default for this Shardy-mode export, Shardy, is not measured here: see the "
                  "note)" if shardy else "")
-              + "; collective kinds agree on "
+              + f"; {match_words(comparison.collective_match)}; instruction by instruction, collective kinds agree on "
               + ("-" if agree is None else f"{agree:.0%}")
               + f" of {len(comparison.compared)} instructions with a collective")
+    moved = comparison.collective_match.moved_rows
     rows = sorted(comparison.compared, key=lambda i: (-abs(i.predicted_bytes - i.xla_bytes), i.name))
     t = Table(header_style="bold", title="predicted vs XLA collectives")
     for col in ("instruction", "opcode", "predicted", "bytes", "XLA", "XLA bytes", "agree"):
         t.add_column(col, justify="right" if "bytes" in col else "left")
     for i in rows[:max(0, top)]:
         t.add_row(i.name, i.opcode, _kind_text(i.predicted), format_bytes(int(i.predicted_bytes)),
-                  _kind_text(i.xla), format_bytes(int(i.xla_bytes)), "yes" if i.kinds_agree else "no")
+                  _kind_text(i.xla), format_bytes(int(i.xla_bytes)),
+                  "yes" if i.kinds_agree else "moved" if i.name in moved else "no")
     print_table(con, t)
     if len(rows) > top:
         con.print(f"({len(rows) - top} more instructions with collectives: --top or --format json)")
     for line in untagged_lines(comparison):
         print_labelled(con, "note:", line)
     render_memory(con, comparison, memory_device)
+
+
+def match_words(match) -> str:
+    """What :attr:`hloshard.xla_compare.Comparison.collective_match` counts, in words: ``2 of 2 predicted
+    collectives and 2 of XLA's 2 pair up across the program by kind, group size and bytes, 1 pair not on one
+    instruction ("moved" below: ...)``."""
+    if match.predicted + match.xla == 0:
+        return "no collective on either side"
+    pairs = (f", {counted(match.moved, 'pair')} not on one instruction (\"moved\" below: XLA makes the collective "
+             f"elsewhere than predicted, or without an instruction's tag)" if match.moved else "")
+    return (f"{match.matched:,} of {counted(match.predicted, 'predicted collective')} and {match.matched:,} of XLA's "
+            f"{match.xla:,} pair up across the program by kind, group size and bytes{pairs}")
 
 
 def untagged_lines(comparison) -> list[str]:
@@ -263,13 +283,22 @@ def untagged_lines(comparison) -> list[str]:
                      f"matched to the instruction of {'its' if placed == 1 else 'their'} computation that predicts "
                      f"one of that kind, group size and bytes (a loop's to its while)")
     alike: dict = {}
-    for r in comparison.unmatched:
-        alike.setdefault((r.kind, r.shape, r.computation, float(r.total_bytes)), []).append(r)
-    for (kind, shape, comp, total), rs in alike.items():
+    partners = comparison.collective_match.unmatched_partners
+    for k, r in enumerate(comparison.unmatched):
+        partner = partners[k] if k < len(partners) else None
+        alike.setdefault((r.kind, r.shape, r.computation, float(r.total_bytes), partner), []).append(r)
+    for (kind, shape, comp, total, partner), rs in alike.items():
         each = f"{format_bytes(int(total))}{' each' if len(rs) > 1 else ''}"
-        lines.append(f"{'' if len(rs) == 1 else f'{len(rs)} x '}XLA {kind} {shape} in {comp} ({each}, in XLA's "
-                     f"total above): no instruction predicts {'it' if len(rs) == 1 else 'them'} and "
-                     f"{'it carries' if len(rs) == 1 else 'they carry'} no instruction's tag")
+        one = len(rs) == 1
+        # one that pairs with a collective predicted on another computation's instruction is named with it (fresh-clone
+        # check 36: "no instruction predicts it" of an all-gather predicted on the loop's while, 194 = 194 KiB)
+        said = (f"{'it pairs' if one else 'they pair'} with the one{'' if one else 's'} predicted on {partner} (same "
+                f"kind, group size and bytes), and {'it carries' if one else 'they carry'} no instruction's tag"
+                if partner is not None else
+                f"no instruction predicts {'it' if one else 'them'} and {'it carries' if one else 'they carry'} no "
+                f"instruction's tag")
+        lines.append(f"{'' if one else f'{len(rs)} x '}XLA {kind} {shape} in {comp} ({each}, in XLA's total above): "
+                     + said)
     return lines
 
 
@@ -401,6 +430,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if timed_module is not module:
         seconds.insert(1, f"  ({len(report['tpu_folded_transposes'])} transposed dot(s) priced as the TPU computes them: "
                           "dot(b, a) under the dot's written sharding, then resharded for the transpose's readers)")
+    print_warnings(report["warnings"])   # stderr, as solve gives them (README: warnings go to stderr)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
         return

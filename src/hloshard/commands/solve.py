@@ -33,8 +33,8 @@ from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
 from ..units import budget_device_note, format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
-from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
-                     xla_ready)
+from .common import (check_outputs, hold_until_exit, note_input, print_warnings, process_started, show_progress,
+                     start_step, step, xla_ready)
 from .options import BYTE_SIZE, Integer, apply_ties, device_option, mesh_options, space_options, tie_option, \
     timed_mesh_from_options
 from .progress import SolverProgress
@@ -652,13 +652,14 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
     if fmt == "json":   # (the report was printed on stdout above, before any file was written)
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
-            for w in report["warnings"]:
-                if w not in said:
-                    click.echo(f"warning: {user_warning(w, report, summary=False)}", err=True)
+            print_warnings(report["warnings"], said, lambda w: user_warning(w, report, summary=False))
     elif not quiet:
         if search is not None:
             print_mesh_search(search)
-        print_summary(report)
+        # a note on the input or the options, printed at once before the solve, is not repeated under the summary
+        # (fresh-clone check 36, nit 8b: the --memory-budget tpu-v5e warning twice); a warning the run itself gave
+        # at once (an overrun) is, as the summary's account of the run
+        print_summary(report, said={n for n in (per_device_note, budget_note) if n})
         if comparison is not None:
             from rich.console import Console
 

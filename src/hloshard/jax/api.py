@@ -54,6 +54,7 @@ from .jaxpr import (
 from .known import known_plans
 from .layout import layout_text
 from ..summary import render_summary, replicated_batch_inputs
+from ..textout import jax_mesh_difference
 from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step, parameter_floor_check
 from .state import STATE_MODES, donated_args, find_ties
 from ..autoshard import evaluate_as_written, solve_module
@@ -314,8 +315,7 @@ def _is_sharded(leaf, mesh, path: str = "") -> bool:
         tuple(np.shape(sh.mesh.devices)) == tuple(np.shape(mesh.devices)) and \
         [d.id for d in np.asarray(sh.mesh.devices).flat] == [d.id for d in np.asarray(mesh.devices).flat]
     if not same and not sh.is_fully_replicated:
-        raise ValueError(f"{what} is sharded ({sh.spec}) on a mesh with axes {dict(sh.mesh.shape)}, not on `mesh` "
-                         f"({dict(mesh.shape)}, its devices in the same order): put it on `mesh` "
+        raise ValueError(f"{what} is sharded ({sh.spec}) on {jax_mesh_difference(sh.mesh, mesh)}: put it on `mesh` "
                          f"(jax.device_put(x, NamedSharding(mesh, spec))) or pass it unsharded")
     return True
 

@@ -28,6 +28,7 @@ from ..hlo import parse_module, print_module
 from ..hlo.sharding import HloSharding
 from ..mesh import DeviceMesh
 from ..mesh_setup import named_mesh_spec
+from ..textout import mesh_difference
 
 __all__ = ["layout_text", "written_pin", "spec_sharding"]
 
@@ -63,8 +64,9 @@ def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str)
         ids = [int(d.id) for d in np.asarray(mesh.devices).flat]
         if tuple(mesh.axis_names) != tuple(axis_names) or tuple(int(n) for n in np.shape(mesh.devices)) != \
                 tuple(dmesh.shape) or ids != [int(i) for i in np.asarray(dmesh.device_ids).flat]:
-            raise ValueError(f"{what}: a NamedSharding on another mesh ({dict(mesh.shape)}) than the plan's "
-                             f"({dict(zip(axis_names, dmesh.shape))}, its devices in the same order)")
+            raise ValueError(f"{what}: a NamedSharding on " + mesh_difference(   # (hook: textout.mesh_difference)
+                dict(mesh.shape), ids, dict(zip(axis_names, dmesh.shape)), list(np.asarray(dmesh.device_ids).flat),
+                "the plan's mesh"))
         spec = sharding.spec
     elif isinstance(sharding, PartitionSpec):
         spec = sharding

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import HloSyntaxError, UsageError
-from ..io import read_limited, undecodable_position, unreadable_reason
+from ..io import binary_kind, read_limited, undecodable_position, unreadable_reason
 from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
@@ -189,7 +189,9 @@ def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Find
     mark or most binary files)."""
 
     line, column = undecodable_position(data, exc)
-    message = f"not UTF-8 text (byte {exc.start}: {exc.reason}); HLO text files are UTF-8"
+    kind = binary_kind(data)   # the CLI's read_text names it the same way (new user 36 F9)
+    message = f"not UTF-8 text (byte {exc.start}: {exc.reason}); " + (
+        f"this looks like {kind}" if kind else "HLO text files are UTF-8")
     rule = SyntaxErrorRule
     return Finding(path, line, column, rule.code, rule.name, rule.severity, message, key="not-utf-8")
 

@@ -4,12 +4,14 @@
 The rule (:func:`check_module_shardings`, per instruction :func:`_check_user_sharding`): a tuple
 sharding sits on a tuple shape and has one element per leaf of it; a tiled sharding tiles as many dimensions as its
 shape has, names as many devices as the mesh has, only devices of the mesh, each once; a maximal
-sharding names a device of the mesh.  It applies to every annotated instruction of the input,
-whether the command keeps the sharding or not: every command that reads a module's shardings
+sharding names a device of the mesh; a manual value leaves its manual region only as XLA's partitioner takes it
+(:func:`hloshard.hlo.manual.manual_region_problems`: through ``SPMDShardToFullShape``, into the same manual kind,
+never into the entry's output unannotated; XLA aborts elsewhere).  It applies to every annotated instruction of the
+input, whether the command keeps the sharding or not: every command that reads a module's shardings
 (``solve``, ``cost``, ``explain``, ``diff``, ``explain-reshape``, ``combine``, through
 :func:`hloshard.commands.options.mesh_from_options`, and the cost-graph builder through
 :func:`user_shardings`) exits 2 with ``FILE:LINE:COL`` on the first violation; ``lint`` reports the
-same cases as findings (HS101, HS103, HS104, HS105, HS106).
+same cases as findings (HS101, HS103, HS104, HS105, HS106, HS111).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, UsageError
+from ..hlo.manual import manual_region_problems
 from ..sdy_mesh import SDY_RESULT_TARGETS
 from .base import leaf_shapes
 from ..units import counted
@@ -82,9 +85,20 @@ def check_module_shardings(module, mesh, computations=None) -> None:
                 continue
             problem = _sharding_problem(instr, sh, mesh)
             if problem is not None:
-                line = getattr(instr, "line", 0) or 0
-                raise InputError(f"{instr.name}: {problem}", line=line,
-                                 column=(getattr(instr, "column", 0) or 1) if line else 0)
+                _raise_at(instr, f"{instr.name}: {problem}")
+    _check_manual_regions(module, computations)
+
+
+def _raise_at(instr, message: str) -> None:
+    line = getattr(instr, "line", 0) or 0
+    raise InputError(message, line=line, column=(getattr(instr, "column", 0) or 1) if line else 0)
+
+
+def _check_manual_regions(module, computations=None) -> None:
+    """InputError at the first place a manual value leaves its region as XLA's partitioner cannot take it."""
+    problems = manual_region_problems(module, computations)
+    if problems:
+        _raise_at(problems[0].instr, problems[0].message)
 
 
 def user_shardings(module, keep: str, mesh, computations) -> dict:
@@ -123,6 +137,7 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
                     keep_it = True
             if keep_it:
                 fixed[instr] = sh
+    _check_manual_regions(module, computations)
     return fixed
 
 
