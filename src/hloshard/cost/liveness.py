@@ -677,6 +677,11 @@ def relayout_readers(consumer) -> list:
         return out
     direct = [consumer] if not communicating_pin(consumer) and not is_fused(consumer) else \
         effective_users(consumer) if communicating_pin(consumer) else []
+    # through an elementwise reader of the same dims that XLA fuses into its consumer (the reduce's fusion reads
+    # the copy: ``tanh`` of the gathered weight summed is ``wrapped_copy.1`` and a ``ynn_fusion``); not through a
+    # slice (a slice fused with the copy copies the slice only)
+    direct = direct + [w for u in direct if u.opcode in ELEMENTWISE and is_fused(u) and _same_dims(u, consumer)
+                       for w in effective_users(u)]
     seen = {id(u) for u in out}
     for u in direct:
         if id(u) in seen:
@@ -1626,7 +1631,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         elif (op in ELEMENTWISE and not resharding_pin(i) and not _relaid_in_copy(i)   # (see _relaid_in_copy)
               and not written_transposed(i)):
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o
-                     and not _resharded_read(o, i)]
+                     and not _resharded_read(o, i) and not gathered_minor(o)]
         else:
             continue
         for o in cands:
@@ -2439,6 +2444,29 @@ def _gathered_in_default_layout(src) -> bool:
     if not gathered:
         return False
     return all(int(x) == 1 for x in b[:min(gathered)])
+
+
+def gathered_minor(src) -> bool:
+    """True when ``src`` is a :func:`communicating_pin` that all-gathers along a dimension that is not its most
+    major one: some dimension before the first one gathered has extent > 1 per device (the complement of :func:`_gathered_in_default_layout` among gathering pins), in a module planned for
+    XLA CPU.  XLA CPU gathers it with the gathered dimension major (``all-gather`` ``{0,1}`` of a ``[a, b]``
+    gathered on ``b``), so an elementwise reader, whose result is row-major, is never computed in its buffer
+    (:func:`buffer_intervals`; measured, round 37 loopmem: ``tanh`` of such a gathered weight read by a dot is
+    XLA's ``copy_tanh_fusion``, a buffer beside the gathered one, where the model had put it in place: 344,064
+    against XLA's 606,212), and a reader that needs the default layout reads a copy (:func:`relayout_readers`)."""
+    if not communicating_pin(src) or not src.shape.is_array or \
+            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":
+        return False
+    have, need = _sharding_of(src.operands[0]), _sharding_of(src)
+    if have is None or need is None:
+        return False
+    dims = [int(d) for d in src.shape.dims]
+    try:
+        a, b = have.tile_shape(dims), need.tile_shape(dims)
+    except ValueError:
+        return False
+    gathered = [d for d in range(len(dims)) if int(b[d]) > int(a[d])]
+    return bool(gathered) and any(int(x) > 1 for x in b[:min(gathered)])
 
 
 def _decomposed_dot(instr) -> bool:
