@@ -162,7 +162,13 @@ more (and pads to tiles); that is not modelled here.
   elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
   elementwise readers like a ``dynamic-slice``.  A pin that all-gathers along its leading tiled dimensions
   is in the default layout, so a dot that transposes it (``DotDecomposer``) copies it beside it, also as its
-  only reader (:func:`_gathered_in_default_layout`).  An expensive producer (:data:`EXPENSIVE`) read by such
+  only reader (:func:`_gathered_in_default_layout`).  A pin that gathers a later dimension
+  (:func:`gathered_minor`) is gathered dimension-major on XLA CPU: an elementwise reader is never computed in
+  its buffer, a transpose into that physical order is a bitcast of it (:func:`_gather_bitcast`), and a reader
+  that needs the default layout -- a dot or convolution, a ``while`` taking it as loop state, a ``reduce``,
+  also through an elementwise producer fused into it -- reads a row-major copy made from it, the two live
+  together at the copy (:func:`relayout_readers`; round 37 loopmem: a weight gathered before a loop, XLA's
+  peak 1.65x the model's on fresh-clone check 36's scan).  An expensive producer (:data:`EXPENSIVE`) read by such
   a slice keeps its buffer (XLA's CPU fuser does not take it into the slice's fusion; a cheap one it
   does).  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
