@@ -45,7 +45,7 @@ from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
 from ..cost.liveness import (_memoizing, normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
-                             communicating_pin, reshard_readers,
+                             communicating_pin, relayout_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_barriers_kept, set_fusion_backend,
                              widened_invariants, written_layouts, fusion_backend)
@@ -752,8 +752,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 continue
             # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
             # reshape or a copy reads the gathered layout directly)
-            readers = reshard_readers(g.instr)
-            dots = [graph.positions.get(u) for u in readers if u.opcode in ("dot", "convolution")]
+            dots = [graph.positions.get(u) for u in relayout_readers(g.instr)]   # (a while's state, a reduce: too)
             relayout = _relayout_bytes(graph, inst, leaf, choice, req) if dots else 0
             copied = (id(g.instr), id(inst)) in decomposed   # the DotDecomposer copy above is this copy
             # a dot's operand gathered and then copied: the source is dead at the dot when the collective was
@@ -946,7 +945,7 @@ def relayout_point(graph: Graph, consumer, t: int) -> int:
     ``wrapped_copy.1`` 20-23, read by the dot at 23; the pin's own interval stands for the copy after)."""
     if not communicating_pin(consumer):
         return t
-    dots = [graph.positions.get(u) for u in reshard_readers(consumer) if u.opcode in ("dot", "convolution")]
+    dots = [graph.positions.get(u) for u in relayout_readers(consumer)]
     return min([x for x in dots if x is not None and x > t] or [t + 1]) - 1
 
 

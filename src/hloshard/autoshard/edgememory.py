@@ -42,7 +42,7 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, reshard_readers,
+from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, relayout_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
 from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
@@ -181,8 +181,7 @@ def edge_memory_terms(graph: Graph) -> list:
                     layout = (lambda j, reqs=reqs, g=g, inst=inst, leaf=leaf, own=len(terms):
                               cache_layout(minfo, g.instr, inst, leaf, reqs()[j]) or ("own", own))
                 terms.append(Term((source, consumer), lo, end, copy, carrier=1, share=share, layout=layout))
-            readers = reshard_readers(g.instr)
-            if any(x.opcode in ("dot", "convolution") for x in readers):
+            if relayout_readers(g.instr):   # a dot, convolution, while state or reduce (cost.liveness)
                 # the relayout copy after an all-gather along a dimension that is not the most major
                 def relayout_after(i, j, sg=sg, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
                     moved = mat()[i] > 0
