@@ -8,8 +8,8 @@ for f in sys.argv[1:]:
             x = r.get("xla")
             kept = "" if b is None else ("kept" if r.get("kept") else "**OVER**")
             ratio = f"{x/b:.3f}" if b and isinstance(x, int) else ""
-            print(f"| {r['name']} | {pct} | {'' if b is None else f'{b:,}'} | accepted | {r['predicted']:,} | {x:,} | {ratio} {kept} | | {r['min_written_xla']:,} |")
+            print(f"| {r['name']} | {pct} | {'' if b is None else f'{b:,}'} | accepted | {r['predicted']:,} | {x:,} | {ratio} {kept} | | {r['min_written_xla'] or 0:,} |")
         else:
             bd = r.get("xla_bound")
-            ok = "" if bd is None else ("<= min" if r.get("bound_ok") else "**ABOVE**")
-            print(f"| {r['name']} | {pct} | {b:,} | refused | | | | {'no bound' if bd is None else f'{bd:,} {ok}'} | {r['min_written_xla']:,} |")
+            ok = "" if bd is None or r.get("bound_ok") is None else ("<= min" if r["bound_ok"] else "**ABOVE**")
+            print(f"| {r['name']} | {pct} | {b:,} | refused | | | | {'no bound' if bd is None else f'{bd:,} {ok}'} | {r['min_written_xla'] or 0:,} |")

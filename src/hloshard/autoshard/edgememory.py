@@ -2,9 +2,10 @@
 
 :func:`hloshard.autoshard.build.edge_buffers` prices, for one chosen plan, the buffers that are not a
 node's value: the buffer on the other side of a chosen strategy's collectives, XLA's ``DotDecomposer``
-relayout copies, and per resharded operand the operand in the consumer's layout (with its relayout
-copy after an all-gather, and the producer XLA would have fused, made because a collective now sits
-between it and its consumer).  The IOPDDL form has node memory only.  Each buffer here becomes a
+relayout copies, XLA CPU's canonical copies of convolution operands (:mod:`hloshard.autoshard.conv_copies`:
+the same sites and bytes the evaluation reads), and per resharded operand the operand in the consumer's
+layout (with its relayout copy after an all-gather, and the producer XLA would have fused, made because
+a collective now sits between it and its consumer; a convolution's operand made where the operand is).  The IOPDDL form has node memory only.  Each buffer here becomes a
 **shadow node**: a node with no cost tied to one node of the problem by an alias (strategy ``a`` of the
 node allows only strategy ``a`` of the shadow; the presolve merges it into the node exactly, as one
 more memory term), live over the buffer's interval, whose usage per strategy is the buffer's bytes.
@@ -97,7 +98,8 @@ def edge_memory_terms(graph: Graph) -> list:
     tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credits for a source
     tile a resharded fused consumer frees early and for a value only solve's pins read
     (:func:`hloshard.autoshard.build.pinned_only_credit`) (negative buffers: leaving them out over-states a
-    plan's memory, never under-states it); nor are the evaluation's one copy of a gathered dot operand, the
+    plan's memory, never under-states it; a convolution copy's source credit is read at the plan instead,
+    :func:`_conv_copy_terms`); nor are the evaluation's one copy of a gathered dot operand, the
     gathered buffer and its source dead at that copy, and the buffers it places in the outputs' free
     allocations (:func:`hloshard.cost.liveness.place_in_outputs`, round 26): each only lowers the
     evaluated peak, so the terms over-state it there too.  A copy solve writes as a pin starts where its operand is made
