@@ -3,7 +3,7 @@ for f in sys.argv[1:]:
     rows = json.load(open(f))
     for r in rows:
         b = r["budget"]
-        pct = "none" if r["pct"] is None else f"{r['pct']*100:.0f}%" if r["pct"] in (1.0, 0.8, 0.6, 0.4, 0.7, 0.5) else f"{b/1e6:.1f} MB"
+        pct = "none" if r["pct"] is None else f"{r['pct']*100:.0f}%" if r["pct"] in (1.0, 0.8, 0.6, 0.4, 0.7, 0.5, 0.3) else f"{b/1e6:.1f} MB"
         if "predicted" in r:
             x = r.get("xla")
             kept = "" if b is None else ("kept" if r.get("kept") else "**OVER**")
