@@ -1178,9 +1178,8 @@ def _globally_unfusible(comp) -> frozenset:
         def on_all_paths(p, c) -> bool:
             if c is p:
                 return True
-            if (_kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c)) \
-                    or id(c) in out:
-                return False
+            if _kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c):
+                return False   # (not the consumer's own mark: XLA's CanFuseOnAllPaths checks its operands only)
             hit = memo.get((id(p), id(c)))
             if hit is not None:
                 return hit
