@@ -1178,8 +1178,9 @@ def _globally_unfusible(comp) -> frozenset:
         def on_all_paths(p, c) -> bool:
             if c is p:
                 return True
-            if _kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c):
-                return False   # (not the consumer's own mark: XLA's CanFuseOnAllPaths checks its operands only)
+            if (_kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c)) \
+                    or id(c) in out:
+                return False
             hit = memo.get((id(p), id(c)))
             if hit is not None:
                 return hit
