@@ -58,7 +58,7 @@ from ..strategy.base import TOKEN
 from ..strategy.convolution import parse_dim_labels
 
 __all__ = ["canonical_orders", "transposed_operands", "transposed_output", "output_copy_bytes",
-           "made_at_source", "conv_copies"]
+           "made_at_source", "source_of", "copy_sites", "copy_bytes", "conv_copies"]
 
 
 def canonical_orders(instr) -> tuple | None:
@@ -129,7 +129,7 @@ def made_at_source(graph, consumer) -> bool:
     return consumer.opcode == "convolution" and getattr(graph, "memory_device", None) is None
 
 
-def _source(o):
+def source_of(o):
     """``o`` through forwarding copies and reshapes (the value whose buffer the convolution reads)."""
     seen = 0
     while o.opcode in ("copy", "reshape", "bitcast") and o.operands and seen < 64 and \
@@ -137,6 +137,62 @@ def _source(o):
         o = o.operands[0]
         seen += 1
     return o
+
+
+def copy_sites(graph, positions: dict) -> list:
+    """The convolution operands XLA CPU may copy into canonical order, for every plan of ``graph``
+    (module docstring): ``[(src, order, lo, [(conv, k, group, t), ...])]``, one entry per source value
+    and canonical order (HloCSE: one copy per value and order), ``lo`` where the copy is made (the
+    source's position, 0 for an entry parameter, None when the source has no position: made at each
+    convolution), and per convolution reading it through the copy its
+    operand number ``k``, its strategy group and schedule position ``t``.  ``positions``:
+    ``id(instruction)`` -> schedule position.  What a plan decides (the bytes, and whether the plan
+    reshards the operand, so that no copy of the source is made): :func:`copy_bytes`, :func:`conv_copies`.
+    The one list the evaluation (:func:`conv_copies`) and the solver's priced memory
+    (:func:`hloshard.autoshard.edgememory.edge_memory_terms`) read.  Empty with a TPU profile."""
+    if getattr(graph, "memory_device", None) is not None:
+        return []
+    entry = graph.module.entry
+    sites: dict = {}
+    for conv in graph.schedule:
+        if conv.opcode != "convolution":
+            continue
+        t = positions.get(id(conv))
+        ks = transposed_operands(conv)
+        if t is None or not ks or conv not in graph.ctx.groups:
+            continue
+        r = graph.ctx.resolve(conv, 0)
+        if r is TOKEN:
+            continue
+        orders = canonical_orders(conv)
+        for k in ks:
+            src = source_of(conv.operands[k])
+            readers = effective_users(src)
+            if src.opcode != "parameter" and len(readers) == 1 and readers[0] is conv:
+                continue   # its producer writes the transposed layout (XLA's layout assignment)
+            lo = 0 if made_at_entry_start(src, entry) else positions.get(id(src))
+            key = (id(src), orders[k])
+            if key not in sites:
+                sites[key] = [src, orders[k], lo, []]
+            sites[key][3].append((conv, k, r[0], t))
+    return [tuple(v) for v in sites.values()]
+
+
+def copy_bytes(minfo, conv, k: int, group, strategy, required) -> int:
+    """Bytes per device of XLA CPU's canonical copy of operand ``k`` of convolution ``conv`` under
+    ``strategy`` (of strategy group ``group``): the operand in the layout the strategy requires
+    (``required(group, strategy, operand, 0)``, ``MeshInfo.bytes_per_device``), and for the input of a
+    spatially split kernel gradient the halos its collective-permutes received (the halo'd tile is
+    copied).  0 when the strategy requires no layout of it."""
+    op = conv.operands[k]
+    req = required(group, strategy, op, 0)
+    try:
+        b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
+    except (ValueError, TypeError, AttributeError):
+        b = 0
+    if k == 0 and b > 0:
+        b += sum(int(c.nbytes) for c in strategy.collectives or () if c.kind == "collective-permute")
+    return b
 
 
 def conv_copies(graph, choice, positions: dict, required, moved: set) -> list:
@@ -148,51 +204,28 @@ def conv_copies(graph, choice, positions: dict, required, moved: set) -> list:
     (their copy is made from the resharded buffer as soon as that exists, and the resharded buffer dies
     there: the resharding's buffer, from the source to the convolution (:func:`made_at_source`), stands for
     both; U-Net Megatron layout: ``all-gather.5`` live 216-218, its copy ``transpose_copy_fusion.39``
-    218-257).  Empty with a TPU profile."""
+    218-257).  The sites are :func:`copy_sites`', the bytes :func:`copy_bytes`'.  Empty with a TPU profile."""
     if getattr(graph, "memory_device", None) is not None:
         return []
     minfo = graph.ctx.minfo
     entry = graph.module.entry
     groups: dict = {}   # (id(src), order) -> [conv, k, src, first position, last conv position, bytes]
     readers_via_copy: dict = {}   # id(src) -> ids of the convolutions that read it through a copy
-    for conv in graph.schedule:
-        if conv.opcode != "convolution":
-            continue
-        t = positions.get(id(conv))
-        ks = transposed_operands(conv)
-        if t is None or not ks or conv not in graph.ctx.groups:
-            continue
-        r = graph.ctx.resolve(conv, 0)
-        if r is TOKEN:
-            continue
-        cg = r[0]
-        st = cg.strategies[int(choice[cg.node])]
-        orders = canonical_orders(conv)
-        for k in ks:
-            op = conv.operands[k]
-            req = required(cg, st, op, 0)
-            try:
-                b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
-            except (ValueError, TypeError, AttributeError):
-                b = 0
-            if k == 0:   # a spatially split kernel gradient copies its halo'd tile
-                b += sum(int(c.nbytes) for c in st.collectives or () if c.kind == "collective-permute")
+    for src, order, lo, members in copy_sites(graph, positions):
+        for conv, k, cg, t in members:
+            b = copy_bytes(minfo, conv, k, cg, cg.strategies[int(choice[cg.node])], required)
             if b <= 0:
                 continue
-            src = _source(op)
-            if (id(conv), id(op)) in moved:
+            if (id(conv), id(conv.operands[k])) in moved:
                 continue   # made from the resharded buffer, which dies there: that buffer stands for it
-            readers = effective_users(src)
-            if src.opcode != "parameter" and len(readers) == 1 and readers[0] is conv:
-                continue   # its producer writes the transposed layout (XLA's layout assignment)
-            lo = 0 if made_at_entry_start(src, entry) else positions.get(id(src), t)
-            key = (id(src), orders[k])
+            key = (id(src), order)
+            at = t if lo is None else min(lo, t)
             readers_via_copy.setdefault(id(src), set()).add(id(conv))
             hit = groups.get(key)
             if hit is None:
-                groups[key] = [conv, k, src, min(lo, t), t, b]
+                groups[key] = [conv, k, src, at, t, b]
             else:
-                hit[3], hit[4], hit[5] = min(hit[3], lo), max(hit[4], t), max(hit[5], b)
+                hit[3], hit[4], hit[5] = min(hit[3], at), max(hit[4], t), max(hit[5], b)
     out = []
     last_copy: dict = {}   # id(src) -> the key of its copy read last
     for key, (conv, k, src, lo, last, b) in groups.items():

@@ -2,9 +2,10 @@
 
 :func:`hloshard.autoshard.build.edge_buffers` prices, for one chosen plan, the buffers that are not a
 node's value: the buffer on the other side of a chosen strategy's collectives, XLA's ``DotDecomposer``
-relayout copies, and per resharded operand the operand in the consumer's layout (with its relayout
-copy after an all-gather, and the producer XLA would have fused, made because a collective now sits
-between it and its consumer).  The IOPDDL form has node memory only.  Each buffer here becomes a
+relayout copies, XLA CPU's canonical copies of convolution operands (:mod:`hloshard.autoshard.conv_copies`:
+the same sites and bytes the evaluation reads), and per resharded operand the operand in the consumer's
+layout (with its relayout copy after an all-gather, and the producer XLA would have fused, made because
+a collective now sits between it and its consumer; a convolution's operand made where the operand is).  The IOPDDL form has node memory only.  Each buffer here becomes a
 **shadow node**: a node with no cost tied to one node of the problem by an alias (strategy ``a`` of the
 node allows only strategy ``a`` of the shadow; the presolve merges it into the node exactly, as one
 more memory term), live over the buffer's interval, whose usage per strategy is the buffer's bytes.
@@ -45,7 +46,8 @@ from ..cost.group_conv import batch_groups
 from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, relayout_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
+from .conv_copies import conv_copies, copy_bytes, copy_sites, made_at_source, source_of, transposed_output
+from .build import (_leaf_shape, _relayout_bytes, _required, _resharded_operands, _tuple_table_bytes, copy_start, pin_key,
                     relayout_point,
                     scratch_bytes)
 from .graph import Graph
@@ -72,6 +74,10 @@ class Term:
     #: Copies of one ``share`` and layout are one buffer (:func:`shared_spans`)
     share: tuple | None = None
     layout: Callable | None = field(default=None, repr=False)
+    #: a buffer that stands for another's after a point at some plans (a convolution operand's canonical copy,
+    #: the source dead once its last other reader ran): ``cut(at)`` gives, at the plan ``at``, ``(a, b, own)``:
+    #: over ``[a, b)`` the carrier's bytes are lowered by ``own`` (at least 0), or None (no credit at that plan)
+    cut: Callable | None = field(default=None, repr=False)
 
 
 class _Pick:
@@ -92,7 +98,8 @@ def edge_memory_terms(graph: Graph) -> list:
     tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credits for a source
     tile a resharded fused consumer frees early and for a value only solve's pins read
     (:func:`hloshard.autoshard.build.pinned_only_credit`) (negative buffers: leaving them out over-states a
-    plan's memory, never under-states it); nor are the evaluation's one copy of a gathered dot operand, the
+    plan's memory, never under-states it; a convolution copy's source credit is read at the plan instead,
+    :func:`_conv_copy_terms`); nor are the evaluation's one copy of a gathered dot operand, the
     gathered buffer and its source dead at that copy, and the buffers it places in the outputs' free
     allocations (:func:`hloshard.cost.liveness.place_in_outputs`, round 26): each only lowers the
     evaluated peak, so the terms over-state it there too.  A copy solve writes as a pin starts where its operand is made
@@ -109,12 +116,13 @@ def edge_memory_terms(graph: Graph) -> list:
         except (ValueError, TypeError, AttributeError):
             return 0
 
-    # the collectives of each strategy (and the halo concatenation of a halo exchange), at the node
+    # the collectives of each strategy (and the halo concatenation of a halo exchange; on XLA CPU a grouped
+    # convolution's dense expansion and a transposed convolution result's canonical copy: scratch_bytes), at the node
     device = getattr(graph, "memory_device", None)
     for v, g in enumerate(graph.nodes):
         t = graph.positions.get(g.instr)
-        if t is None or not (any(st.collectives for st in g.strategies)
-                             or device is None and batch_groups(g.instr) > 1):
+        if t is None or not (any(st.collectives for st in g.strategies) or device is None and
+                             (batch_groups(g.instr) > 1 or transposed_output(g.instr))):
             continue
 
         def collectives(g=g):
@@ -135,6 +143,10 @@ def edge_memory_terms(graph: Graph) -> list:
         def relayout(dg=dg, op=dot.operands[k]):
             return np.array([bytes_of(op.shape, _required(dg, st, op, 0)) for st in dg.strategies], dtype=np.int64)
         terms.append(Term((dg.node,), lo, hi, relayout))
+    # XLA CPU's canonical-transpose copies of convolution operands (autoshard.conv_copies: the sites and the
+    # bytes the evaluation reads), carried by the convolution with the operand's source held at the plan: none
+    # where the plan reshards the operand (the resharded buffer stands for it), one per value and order
+    terms.extend(_conv_copy_terms(graph, ids))
     # the resharded operands: present for the pairs whose resharding cost is non-zero
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         u, v = int(u), int(v)
@@ -173,7 +185,8 @@ def edge_memory_terms(graph: Graph) -> list:
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
                 shared = pin_key(graph, g, inst, leaf, None) is not None
-                lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
+                # a written pin, or a convolution's operand on XLA CPU: made as soon as its operand is
+                lo = copy_start(graph, inst, t, shared or made_at_source(graph, g.instr))
                 if shared:
                     share, layout = (id(g.instr.parent), id(inst), leaf), (lambda j, reqs=reqs: repr(reqs()[j]))
                 else:   # users XLA's reshard cache serves from one collective (build.edge_buffers)
@@ -197,6 +210,71 @@ def edge_memory_terms(graph: Graph) -> list:
                 at = relayout_point(graph, g.instr, t)
                 terms.append(Term((source, consumer), at, at + 1, relayout_after, carrier=1))
     return terms
+
+
+def _conv_copy_terms(graph: Graph, ids: dict) -> list:
+    """The canonical copies of :func:`hloshard.autoshard.conv_copies.conv_copies` as :class:`Term` s: one per
+    convolution reading a copy site (:func:`~hloshard.autoshard.conv_copies.copy_sites`), live from where the
+    copy is made to the convolution, carried by the convolution (``carrier`` 1) with the operand's source
+    strategy held at the plan (module docstring): ``bytes[j]`` is
+    :func:`~hloshard.autoshard.conv_copies.copy_bytes` under the convolution's strategy ``j``, 0 where the
+    pair reshards the operand (the evaluation's ``moved``: the resharded buffer, priced with the edge's
+    copy terms, stands for it).  Members of one site in one layout are one buffer (``share``, HloCSE), over
+    the hull of their intervals (:func:`shared_spans`).  The source's buffer ending at its last reader that is
+    no copy (the evaluation's credit, a negative buffer the IOPDDL form cannot hold) is carried as the copy's
+    ``cut``: read at the plan from :func:`~hloshard.autoshard.conv_copies.conv_copies` itself, the copy
+    carries over that window only what it holds beyond the source's tile (for a copy not grouped with
+    others at the plan, :func:`priced_problem`; a group keeps its whole hull).  An operand with no
+    edge to the convolution (one strategy, or resharded by no pair) is held by the convolution alone."""
+    sites = copy_sites(graph, ids)
+    if not sites:
+        return []
+    minfo = graph.ctx.minfo
+    edge_of: dict = {}   # (id(consumer), id(operand)) -> (source node, consumer node, edge matrix)
+    for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
+        for inst, leaf, g, _scale in contribs:
+            if leaf in (None, 0) and g.instr.opcode == "convolution":
+                con = g.node
+                edge_of[(id(g.instr), id(inst))] = (int(v) if con == int(u) else int(u), con, m, con == int(v))
+    credits: dict = {}   # the evaluation's source credits at the last plan asked (one plan per pricing)
+
+    def credit(at, src):
+        key = tuple(int(x) for x in at)
+        if credits.get("plan") != key:
+            credits.clear()
+            credits["plan"] = key
+            for conv, k, a, b, size in conv_copies(graph, at, ids, _required, _resharded_operands(graph, at)):
+                if size < 0:
+                    credits[id(source_of(conv.operands[k]))] = (int(a), int(b), -int(size))
+        return credits.get(id(src))
+    out = []
+    for src, order, lo, members in sites:
+        share = ("conv-copy", id(src), order)
+        for conv, k, cg, t in members:
+            op = conv.operands[k]
+            node = int(cg.node)
+            hit = edge_of.get((id(conv), id(op)))
+            source, mat = (node, None) if hit is None else (hit[0], hit[2] if hit[3] else hit[2].T)
+
+            memo: dict = {}
+
+            def reqs(cg=cg, op=op, memo=memo):
+                if "reqs" not in memo:
+                    memo["reqs"] = [repr(_required(cg, st, op, 0)) for st in cg.strategies]
+                return memo["reqs"]
+
+            def usage(i, j, cg=cg, conv=conv, k=k, mat=mat, memo=memo):
+                if "bytes" not in memo:
+                    memo["bytes"] = np.array([copy_bytes(minfo, conv, k, cg, st, _required)
+                                              for st in cg.strategies], dtype=np.int64)
+                b = memo["bytes"]
+                if mat is not None and i is not None:
+                    b = np.where(np.asarray(mat)[int(i)] > 0, 0, b)
+                return b
+            out.append(Term((source, node), t if lo is None else min(lo, t), t + 1, usage, carrier=1,
+                            share=share, layout=lambda j, reqs=reqs: reqs()[j],
+                            cut=lambda at, src=src: credit(at, src)))
+    return out
 
 
 def shared_spans(terms: list, at) -> tuple[dict, dict]:
@@ -256,6 +334,22 @@ def constant_bytes(graph: Graph) -> int:
     return _tuple_table_bytes(root.shape) if root is not None else 0
 
 
+def _pieces(term: Term, k: int, spans: dict, shared: dict, use, at) -> list:
+    """``[(lo, hi, usage)]``: the shadow nodes of term ``k`` at the plan ``at`` (:func:`priced_problem`): its
+    interval (its group's hull, :func:`shared_spans`) with ``use``, or, where its ``cut`` gives a window at
+    that plan and it is no member of a group, the interval split at the window, ``use`` lowered by the
+    window's bytes inside it (at least 0); pieces that hold nothing are left out."""
+    lo, hi = spans.get(k, (term.lo, term.hi))
+    window = term.cut(at) if term.cut is not None and k not in spans and k not in shared else None
+    if window is None:
+        return [(lo, hi, use)]
+    a, b, own = max(lo, window[0]), min(hi, window[1]), window[2]
+    if a >= b:
+        return [(lo, hi, use)]
+    out = [(lo, a, use), (a, b, np.maximum(use - int(own), 0)), (b, hi, use)]
+    return [(x, y, u) for x, y, u in out if y > x and u.any()]
+
+
 def priced_problem(graph: Graph, problem: Problem, terms: list, at) -> Problem:
     """``problem`` (the solver's problem of ``graph``: one node per class of ``graph.classes``) with each
     of ``terms`` added as a shadow node (module docstring: no cost, tied to its node by an alias, the
@@ -283,10 +377,11 @@ def priced_problem(graph: Graph, problem: Problem, terms: list, at) -> Problem:
         use = np.asarray(use, dtype=np.int64)[pick]   # per strategy of the solver's node
         if not use.any():
             continue
-        costs.append(np.zeros(len(use), dtype=np.int64))
-        usages.append(use)
-        extra_iv.append(spans.get(k, (term.lo, term.hi)))
-        aliases.append((c, len(costs) - 1, np.eye(counts[c], dtype=bool)))
+        for lo, hi, part in _pieces(term, k, spans, shared, use, at):
+            costs.append(np.zeros(len(part), dtype=np.int64))
+            usages.append(part)
+            extra_iv.append((lo, hi))
+            aliases.append((c, len(costs) - 1, np.eye(counts[c], dtype=bool)))
     limit = problem.usage_limit
     if limit is not None:
         limit = int(limit) - constant_bytes(graph)
