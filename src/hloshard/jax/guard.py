@@ -1006,9 +1006,12 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
     t0 = time.monotonic()
+    # the plan's written peak where the guard judged this very plan by it (kept, not re-solved): the step asks no
+    # limit that plan already keeps in that figure (pareto_step's ``written_peak``, round 37)
+    judged = guard.get("plan_written_peak_bytes") if not guard.get("applied") and not guard.get("off") else None
     with _graph_view(unwritten):   # the step prices plans of the graph: the module as the graph was built on
         stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
-                                    searched_within=guard.get("failed_limit_bytes"))
+                                    searched_within=guard.get("failed_limit_bytes"), written_peak=judged)
     seconds["pareto"] = round(time.monotonic() - t0, 3)
     guard["pareto"] = info
     if deterministic and info.get("tried"):   # the step's solves spent its work
