@@ -637,7 +637,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     The replicated and data-parallel plans are priced before the search and the search starts from the
     cheapest of them, so the plan is never costlier than they are by the objective (``report["known_plans"]``).
     Without a ``memory_budget`` a plan within 10% of the cost at a lower peak is preferred (the Pareto step,
-    ``report["memory_guard"]["pareto"]``); the written plan is then improved by local moves
+    ``report["memory_guard"]["pareto"]``; not run where the plan's written module already peaks within the lowest
+    peak the step would ask, ``["pareto"]["skipped"]``); the written plan is then improved by local moves
     (``report["local_moves"]``).  How each phase shares the time and what it measured: ARCHITECTURE.md,
     "auto_shard's phases".
     """
