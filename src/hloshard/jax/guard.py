@@ -1695,14 +1695,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # (also against the FSDP baseline, round 26: without the allowance there, tunix's Llama 3 at time_limit=10 was
     # re-solved from 6.93 / 15.16 MB by XLA into 7.44 / 11.70, but held-out mistral_small moved 8.6% more bytes for
     # a 19% lower peak: taken back)
-    # (round 37, fresh36 #2: your layout's baseline too, where the plan is judged by its written module -- both then
-    # written modules of one memory model, the figure the other baselines are read in: fresh35's tiny MLP with
-    # donation, its first plan written at 330,344 B against your layout's 314,472 B, XLA 290,504 B (GSPMD) / 306,632
-    # (plan.jit) against 300,248, was re-solved and your layout returned at +16.5% bytes; the re-solved plans are
-    # already held to your layout's plan within the same error, _below_baseline)
-    yours_written = base["plan"] == "gspmd" and write is not None
-    if (base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE) or yours_written) and \
-            not base.get("all_replicated") and xla_lower_bound(judged, device) <= limit:
+    if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE) and not base.get("all_replicated") and \
+            xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
         what = "its written module peaks" if write is not None else "the plan peaks"
