@@ -460,8 +460,11 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
 # ends after :data:`FORKSERVER_IDLE_S` seconds without a child; it is one per interpreter, PYTHONPATH,
 # source tree (the mtimes of hloshard's files: an edited file means a new server) and user.
 
-#: environment variable that routes jax children through the fork server when "1"
+#: environment variable that routes jax children through the fork server when "1" (and never when "0"; unset or
+#: empty: the process's default, :func:`set_forkserver_default`)
 FORKSERVER_ENV = "HLOSHARD_XLA_FORKSERVER"
+#: whether a child goes through the fork server when ``HLOSHARD_XLA_FORKSERVER`` is unset (:func:`set_forkserver_default`)
+_FORKSERVER_DEFAULT = False
 #: seconds the fork server waits without any child before it exits
 FORKSERVER_IDLE_S = 120.0
 #: what the fork server imports before its first fork (hloshard's jax-child modules and their imports)
@@ -539,6 +542,26 @@ os._exit(code)
 """
 
 
+def set_forkserver_default(on: bool) -> None:
+    """Route this process's jax children through the fork server (``on``) or not when its environment leaves
+    ``HLOSHARD_XLA_FORKSERVER`` unset (``"1"`` / ``"0"`` there always win).  ``import hloshard.jax`` turns it on:
+    one :func:`hloshard.jax.auto_shard` call starts three jax children (the memory guard's baselines), each a
+    fresh Python importing jax (~1.8 CPU-s apiece, round 14) while the user's process already has jax; through
+    the server the call pays one jax start (keras-hub's 4-layer Gemma: 6.26 -> 3.62 CPU-s of children, round 37).
+    A server started by default ends with the process that started it (as soon as it has no child left), or after
+    :data:`FORKSERVER_IDLE_S` seconds without a child.  Raises nothing."""
+    global _FORKSERVER_DEFAULT
+    _FORKSERVER_DEFAULT = bool(on)
+
+
+def forkserver_on(env: dict | None = None) -> bool:
+    """Whether a child started in the environment ``env`` (None: this process's) goes through the fork server:
+    ``HLOSHARD_XLA_FORKSERVER`` is ``"1"``, or it is unset (or empty) and :func:`set_forkserver_default` turned
+    the default on."""
+    flag = (os.environ if env is None else env).get(FORKSERVER_ENV) or ""
+    return flag == "1" or (flag == "" and _FORKSERVER_DEFAULT)
+
+
 def _forkserver_path(env: dict) -> str:
     """The fork server's socket for this interpreter, source tree, user and the child environment ``env``'s
     PYTHONPATH and jax settings (``JAX_*``, ``TF_CPP_MIN_LOG_LEVEL``: read when jax is imported)."""
@@ -572,6 +595,8 @@ def _python_path(env: dict) -> str:
 
 
 _FORKSERVER_STARTED: dict = {}
+#: the servers this process started (held, so that their Popen is not collected while they run)
+_FORKSERVER_PROCS: dict = {}
 
 
 def _forkserver_alive(path: str) -> bool:
@@ -594,12 +619,15 @@ def _forkserver_alive(path: str) -> bool:
 def child_argv(args: list[str], env: dict | None = None) -> list[str]:
     """The argv of a child running ``python ARGS`` (``["-m", module, ...]``, ``["-c", code, ...]`` or
     ``[script, ...]``) in the
-    environment ``env`` (None: this process's): that, or with ``HLOSHARD_XLA_FORKSERVER=1`` in ``env`` the
-    fork server's proxy for it (the server started first when none is alive; the child is then the plain one
-    until it listens).  Its output, exit status and signals are those of ``python ARGS``.  Raises nothing."""
+    environment ``env`` (None: this process's): that, or when :func:`forkserver_on` (``HLOSHARD_XLA_FORKSERVER=1``
+    in ``env``, or unset there with :func:`set_forkserver_default` on) the fork server's proxy for it (the server
+    started first when none is alive; the child is then the plain one until it listens; a server started by
+    the default ends with this process).  Its output, exit status and signals are those of ``python ARGS``.
+    Raises nothing."""
     env = os.environ if env is None else env
-    if env.get(FORKSERVER_ENV) != "1":
+    if not forkserver_on(env):
         return [_python(), *args]
+    owner = 0 if env.get(FORKSERVER_ENV) == "1" else os.getpid()
     try:
         path = _forkserver_path(env)
         now = time.monotonic()
@@ -609,9 +637,11 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
             if _python_path(env):
                 server_env["PYTHONPATH"] = _python_path(env)
             server = subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
-                                       "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
+                                       "sys.exit(forkserver_main(sys.argv[1], sys.argv[2], owner=int(sys.argv[3])))",
+                                       path, __file__, str(owner)],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True, env=server_env, cwd="/")
+            _FORKSERVER_PROCS[path] = server
             # until it holds its lock (a Python start, ~0.05 s), so that this child's proxy waits for it
             while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 2.0:
                 time.sleep(0.01)
@@ -620,10 +650,12 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
     return [_python(), "-S", "-c", _PROXY, path, *args]
 
 
-def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S) -> int:  # pragma: no cover - the server
+def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S,
+                    owner: int = 0) -> int:  # pragma: no cover - the server
     """The fork server on the Unix socket ``path`` (see the section's comment): exits 0 at once when another
     holds ``path``'s lock, 1 when jax cannot be imported or this module's file is not ``expected`` (the
-    caller's), else 0 after ``idle`` seconds without a child."""
+    caller's), else 0 after ``idle`` seconds without a child, or -- ``owner`` the pid of the process that started
+    it, its parent -- once that process has ended and no child is running (within 5 s)."""
     import fcntl
     import importlib
     import select
@@ -740,7 +772,7 @@ def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S) -
             conn.close()
         if pids:
             last = time.monotonic()
-        elif time.monotonic() - last > idle:
+        elif time.monotonic() - last > idle or (owner and os.getppid() != owner):
             break
     try:
         os.unlink(path)

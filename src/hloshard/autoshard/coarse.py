@@ -294,6 +294,25 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     return choice, open_nodes
 
 
+def given_plan(priced):
+    """The layout a module carries, priced as given before its solve (``priced``: the
+    :class:`hloshard.autoshard.evaluate.CostResult` of :func:`hloshard.autoshard.evaluate.evaluate_module` on the
+    mesh the solve gets), as a ``known`` of :func:`hloshard.autoshard.solve.solve_module`: ``graph -> [choice]``,
+    its choice mapped onto ``graph`` (:func:`map_choice`: per node the strategy with the same shardings; any graph
+    of the same module, the fine one or the coarse fallback's), ``[]`` when the image has no finite completion.
+    The solver then starts from the cheapest of it, the coarse plan and the trivial plans, so its answer never
+    costs more than the layout it was handed on the graph's objective.  Why (round 37, new user 36's F6): the
+    fused-QKV sample's own 2x4 plan given to ``solve --mesh data=2:dcn,model=4 --device h100-sxm --time-limit 3``
+    at load 24 was priced as given at 124,922,145 and the written answer at 183,774,737 (+47%): the input was
+    priced for the report and never offered to the search."""
+
+    def known(graph) -> list:
+        choice, _ = map_choice(priced.graph, list(priced.choice), graph)
+        return [] if choice is None else [choice]
+
+    return known
+
+
 @dataclass
 class CoarseSolve:
     """The coarse graph (``graph``, on ``mesh``), the solver's Solution on it (``solution``, its

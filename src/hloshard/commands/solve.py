@@ -42,6 +42,7 @@ from ..summary import gap_percent, print_summary, status_in_words, user_warning
 from ..autoshard import collect_less, evaluate_module, is_per_device_program, processed_computations, solve_module
 from ..autoshard.aliases import matching_pairs, module_ties
 from ..autoshard.build import BuildStopped
+from ..autoshard.coarse import given_plan
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
 from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
@@ -367,16 +368,18 @@ def per_device_warning(module, module_file: str) -> str | None:
 
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
-    a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit."""
+    a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit.
+    Third: the pricing (its CostResult, the solver's start: :func:`hloshard.autoshard.coarse.given_plan`) or None."""
     instrs = [i for c in processed_computations(module) for i in c.instructions]
     annotated = sum(1 for i in instrs if i.sharding is not None)
     if not instrs or annotated < 0.5 * len(instrs):
         return None, (f"the input carries shardings on {annotated:,} of {len(instrs):,} instructions: its own "
-                      f"cost is not priced")
+                      f"cost is not priced"), None
     try:
-        return evaluate_module(module, mesh, time_limit=time_limit).total_cost, None
+        priced = evaluate_module(module, mesh, time_limit=time_limit)
+        return priced.total_cost, None, priced
     except HloshardError as exc:
-        return None, f"the input as given could not be priced: {exc}"
+        return None, f"the input as given could not be priced: {exc}", None
 
 
 EXAMPLES = """\b
@@ -535,9 +538,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         overrun(budget_note)
     with step("pricing the input as given", show):
         if auto:
-            input_cost, input_note = None, "with --mesh auto the input as given is not priced"
+            input_cost, input_note, priced = None, "with --mesh auto the input as given is not priced", None
         else:
-            input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
+            input_cost, input_note, priced = price_input(module, dmesh,
+                                                         time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
     phases["price input"] = time.monotonic()
     before = {i.name: i.sharding for i in counted_instructions(module)}
     try:
@@ -559,6 +563,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       export_problem=export_problem, pin_operands=pin_operands,
                                       deadline=deadline, on_overrun=overrun, stop_build=limit_given,
                                       local_moves=local_moves,
+                                      # the input's own layout, a start the answer never costs more than (F6)
+                                      known=None if priced is None else given_plan(priced),
                                       # the default limit, which ends late already: a starved search as long as
                                       # the build, not 0.5 s (new user 32 F4: the replicated plan written)
                                       starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
