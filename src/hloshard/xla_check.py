@@ -642,8 +642,9 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True, env=server_env, cwd="/")
             _FORKSERVER_PROCS[path] = server
-            # until it holds its lock (a Python start, ~0.05 s), so that this child's proxy waits for it
-            while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 2.0:
+            # until it holds its lock (a Python start, ~0.05 s idle, seconds on a loaded machine), so that this
+            # child's proxy waits for it rather than importing jax itself; a server that exits ends the wait
+            while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 10.0:
                 time.sleep(0.01)
     except OSError:
         return [_python(), *args]
