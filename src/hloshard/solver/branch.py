@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .bounds import DualBound
+from .covers import separate_covers
 from .cpsat import memory_rows
 from .heuristic import LocalSearch
 from .lp import _LocalPolytope
@@ -357,7 +358,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
 
 
 def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
-                        progress=None) -> BranchResult:
+                        progress=None, root_cuts: int = 0, node_cuts: int = 0) -> BranchResult:
     """The same tree as :func:`branch_and_bound` (memory items' levels first, then every node with a choice; best
     first; a leaf is one solution), with the LP relaxation of :mod:`~hloshard.solver.lp` as the node bound: GLOP
     keeps one solver and its basis, a node's restriction is set as upper bounds 0 on the strategies outside it and
@@ -368,7 +369,10 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     :func:`branch_and_bound` gave its children ~1.33 M.  The items and their order come from the root LP's memory
     prices; a node branches on the item whose LP levels are the most fractional (the most-fractional rule).  Arguments and
     result as :func:`branch_and_bound` (``time_limit`` in wall seconds, checked between
-    solves; a solve is given what is left).  Raises ValueError without memory constraints."""
+    solves; a solve is given what is left).  ``root_cuts`` / ``node_cuts``: most rounds of cover inequalities of the
+    memory rows (:func:`~hloshard.solver.covers.separate_covers`, global cuts: every later node keeps them) separated
+    at the root's / every other node's LP values and the LP re-solved warm, while a round finds a violated one.
+    Raises ValueError without memory constraints."""
     if red.memory is None:
         raise ValueError("lp_branch_and_bound: the problem has no memory constraints")
     t0 = time.monotonic()
@@ -383,8 +387,9 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     lp = _LocalPolytope(red)
     base_ub = lp.ub.copy()
 
-    def solve(allowed):
-        """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding."""
+    def solve(allowed, rounds=0):
+        """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding, after up
+        to ``rounds`` rounds of cover cuts (the best bound of the node's solves: each is a bound)."""
         want = base_ub.copy()
         for i, a in enumerate(allowed):
             if a is not None:
@@ -395,7 +400,21 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         res = lp.solve(left, None, incremental=True)
         if res is None:
             return None, None, None
-        return res[0], lp.positions(res[1]), res[1][:lp.nx]
+        bound, values = res
+        for _ in range(rounds):
+            if track.best is not None and bound >= track.best:
+                break
+            left = deadline - time.monotonic()
+            cuts = separate_covers(usage.D, usage.rhs, np.split(values[:lp.nx], lp.xoff[1:]), lp.xoff)
+            if not cuts or left <= 0.05:
+                break
+            for ids, coefs, rhs in cuts:
+                lp.add(ids, coefs, rhs, 1)
+            res = lp.solve(left, None, incremental=True)
+            if res is None:
+                break
+            bound, values = max(bound, res[0]), res[1]
+        return bound, lp.positions(values), values[:lp.nx]
 
     root_allowed = [None] * n
     allowed0 = usage.propagate(root_allowed, red.costs)
@@ -407,7 +426,14 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         return BranchResult(track.best, track.best, track.x, "limit", 1, [], track.trace)
     offer(rpos)
     note(rb if track.best is None else min(rb, track.best))
+    # the items come from the memory rows' prices before any cut (cuts take over part of their prices)
     prices = lp.memory_prices(lp.duals)
+    if root_cuts:
+        b, pos, bx = solve(allowed0, root_cuts)
+        if b is not None:
+            rb, rx = max(rb, b), bx
+            offer(pos)
+            note(rb if track.best is None else min(rb, track.best))
     mu = np.array([r[0] for r in prices], dtype=np.float64) if prices else np.zeros(len(usage.rhs))
     items, levels = memory_items(red, usage, mu)
     n_mem = len(items)
@@ -467,7 +493,7 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         if allowed is None:
             continue
         if not done:
-            b, pos, bx = solve(allowed)
+            b, pos, bx = solve(allowed, node_cuts)
             if b is None:
                 if time.monotonic() > deadline:
                     heapq.heappush(heap, (bound, tie, False, fixed, None))
