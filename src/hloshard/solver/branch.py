@@ -46,7 +46,8 @@ above the optimum).  Neither is on :func:`~hloshard.solver.api.solve_problem`'s 
 incumbent.  On V (load 16-26): seven rounds of covers at the root raise the LP from 1,323,173 to 1,346,024, after
 which no row has a violated cover; reduced-cost fixing against a 1,670,909 incumbent removes 228,197 of the LP's
 411,703 variables; 1,800 s (~232 CPU-s) of the tree end at 1,366,631 (no node cuts) / 1,369,650 (three rounds per
-node), where round 36's tree was at 1,361,761 after 243 CPU-s.
+node), where round 36's tree was at 1,361,761 after 243 CPU-s; after 2,450 s (534 CPU-s, 34 nodes) 1,404,233, where
+round 36's tree was at 1,405,708 after 510 CPU-s: the cuts' lead is gone by then (fewer, costlier nodes).
 """
 
 from __future__ import annotations
