@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from hloshard.costgraph import INFINITY, Problem
 from hloshard.solver.bounds import DualBound
 from hloshard.solver.branch import branch_and_bound, lp_branch_and_bound
+from hloshard.solver.heuristic import LocalSearch
 from hloshard.solver.lp import lp_potentials
 from hloshard.solver.presolve import Infeasible, presolve
 from tests.test_solver import brute_force
@@ -93,7 +96,9 @@ def test_the_tree_bound_never_exceeds_the_optimum_and_a_closed_tree_holds_it():
 
 
 def test_the_lp_tree_closes_on_the_optimum_and_its_bound_is_never_above_it():
-    """:func:`lp_branch_and_bound`: an LP per node, warm from the last basis; its root is the LP's bound."""
+    """:func:`lp_branch_and_bound`: an LP per node, warm from the last basis; its root is the LP's bound (with cover
+    cuts at the root, at least that)."""
+    raised = fixed_any = 0
     for seed, p, red in _cases():
         best, _ = brute_force(p)
         lpb, _, _, _ = lp_potentials(red, 10)
@@ -106,6 +111,24 @@ def test_the_lp_tree_closes_on_the_optimum_and_its_bound_is_never_above_it():
         assert all(t[1] is None or t[1] <= best for t in r.trace)
         cut = lp_branch_and_bound(red, 20, max_nodes=1)    # the root alone: the LP's bound, at most the optimum
         assert cut.bound is not None and min(lpb, best) - 1 <= cut.bound <= best
+        # with cover cuts (global: kept by every node) the tree still closes on the optimum, its root no lower
+        rc = lp_branch_and_bound(red, 20, max_nodes=400, root_cuts=5, node_cuts=2)
+        assert rc.status == "optimal" and rc.objective == best == rc.bound, f"seed {seed}: {rc}"
+        assert all(t[1] is None or t[1] <= best for t in rc.trace)
+        # reduced-cost fixing against a worse incumbent (the next best feasible assignment) removes only what no
+        # better solution takes: the tree still finds and proves the optimum
+        ls = LocalSearch(red, seed=0)
+        feas = sorted((ls.objective(np.array(c)), c) for c in itertools.product(*[range(len(c)) for c in red.costs])
+                      if ls.feasible(np.array(c)))
+        worse = np.array(next(c for o, c in feas if o + int(red.offset) > best))
+        fx = lp_branch_and_bound(red, 20, max_nodes=400, incumbent=worse, root_cuts=5, node_cuts=2, fixing=True)
+        assert fx.status == "optimal" and fx.objective == best == fx.bound, f"seed {seed}: {fx}"
+        fixed_any += fx.fixed > 0
+        root = lp_branch_and_bound(red, 20, max_nodes=1, root_cuts=5)
+        assert root.bound is not None and cut.bound <= root.bound <= best
+        raised += root.bound > cut.bound
+    assert raised >= 2, raised
+    assert fixed_any >= 2, fixed_any
 
 
 def test_certified_bound_is_a_bound_and_at_the_lps_duals_is_the_lps():

@@ -40,6 +40,14 @@ weak in the interior (V, from the LP's duals, 300 s at load ~30: 1,323,173 -> 1,
 :func:`lp_branch_and_bound` uses the LP relaxation itself, re-solved warm per node: 6-18 CPU-s a node on V, and
 far stronger (fixing the first item's level alone: 1,323,319 to 3,294,956 over its six levels, three of them
 above the optimum).  Neither is on :func:`~hloshard.solver.api.solve_problem`'s path.
+
+**Cuts and fixing** (round 37).  :func:`lp_branch_and_bound` can add the memory rows' cover inequalities
+(:mod:`~hloshard.solver.covers`; global cuts, kept by every later node) and fix by reduced cost against the
+incumbent.  On V (load 16-26): seven rounds of covers at the root raise the LP from 1,323,173 to 1,346,024, after
+which no row has a violated cover; reduced-cost fixing against a 1,670,909 incumbent removes 228,197 of the LP's
+411,703 variables; 1,800 s (~232 CPU-s) of the tree end at 1,366,631 (no node cuts) / 1,369,650 (three rounds per
+node), where round 36's tree was at 1,361,761 after 243 CPU-s; after 2,450 s (534 CPU-s, 34 nodes) 1,404,233, where
+round 36's tree was at 1,405,708 after 510 CPU-s: the cuts' lead is gone by then (fewer, costlier nodes).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .bounds import DualBound
+from .covers import separate_covers
 from .cpsat import memory_rows
 from .heuristic import LocalSearch
 from .lp import _LocalPolytope
@@ -69,7 +78,8 @@ class BranchResult:
     objective when the tree is closed); ``objective``/``positions``: the best solution known (the one given, or
     one the search found), None without one; ``status``: 'optimal' (tree closed with a solution), 'infeasible'
     (closed without), 'limit' (time or node limit); ``nodes``: nodes evaluated; ``items``: reduced node ids
-    branched on, in order; ``trace``: ``[seconds, bound, objective]`` each time either improved."""
+    branched on, in order; ``trace``: ``[seconds, bound, objective]`` each time either improved; ``fixed``: LP
+    variables the root's reduced-cost fixing removed (:func:`lp_branch_and_bound` with ``fixing``)."""
 
     bound: int | None
     objective: int | None
@@ -78,6 +88,7 @@ class BranchResult:
     nodes: int
     items: list
     trace: list = field(default_factory=list)
+    fixed: int = 0
 
 
 class _Rows:
@@ -357,7 +368,7 @@ def branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | No
 
 
 def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int | None = None,
-                        progress=None) -> BranchResult:
+                        progress=None, root_cuts: int = 0, node_cuts: int = 0, fixing: bool = False) -> BranchResult:
     """The same tree as :func:`branch_and_bound` (memory items' levels first, then every node with a choice; best
     first; a leaf is one solution), with the LP relaxation of :mod:`~hloshard.solver.lp` as the node bound: GLOP
     keeps one solver and its basis, a node's restriction is set as upper bounds 0 on the strategies outside it and
@@ -368,7 +379,12 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     :func:`branch_and_bound` gave its children ~1.33 M.  The items and their order come from the root LP's memory
     prices; a node branches on the item whose LP levels are the most fractional (the most-fractional rule).  Arguments and
     result as :func:`branch_and_bound` (``time_limit`` in wall seconds, checked between
-    solves; a solve is given what is left).  Raises ValueError without memory constraints."""
+    solves; a solve is given what is left).  ``root_cuts`` / ``node_cuts``: most rounds of cover inequalities of the
+    memory rows (:func:`~hloshard.solver.covers.separate_covers`, global cuts: every later node keeps them) separated
+    at the root's / every other node's LP values and the LP re-solved warm, while a round finds a violated one.
+    ``fixing``: reduced-cost fixing against the incumbent (:meth:`~hloshard.solver.lp._LocalPolytope.fixable`): at the
+    root every LP variable it fixes is removed for the whole tree, at a node its strategies for the node's subtree.
+    Raises ValueError without memory constraints."""
     if red.memory is None:
         raise ValueError("lp_branch_and_bound: the problem has no memory constraints")
     t0 = time.monotonic()
@@ -383,31 +399,57 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     lp = _LocalPolytope(red)
     base_ub = lp.ub.copy()
 
-    def solve(allowed):
-        """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding."""
+    def solve(allowed, rounds=0):
+        """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding, after up
+        to ``rounds`` rounds of cover cuts (the best bound of the node's solves: each is a bound)."""
         want = base_ub.copy()
         for i, a in enumerate(allowed):
             if a is not None:
                 want[lp.xoff[i]:lp.xoff[i] + len(a)] &= a.astype(np.int64)
         left = deadline - time.monotonic()
         if left <= 0.05 or not lp.restrict(want):
-            return None, None, None
+            return None, None, None, None
         res = lp.solve(left, None, incremental=True)
         if res is None:
-            return None, None, None
-        return res[0], lp.positions(res[1]), res[1][:lp.nx]
+            return None, None, None, None
+        bound, values = res
+        last = res[0]
+        for _ in range(rounds):
+            if track.best is not None and bound >= track.best:
+                break
+            left = deadline - time.monotonic()
+            cuts = separate_covers(usage.D, usage.rhs, np.split(values[:lp.nx], lp.xoff[1:]), lp.xoff)
+            if not cuts or left <= 0.05:
+                break
+            for ids, coefs, rhs in cuts:
+                lp.add(ids, coefs, rhs, 1)
+            res = lp.solve(left, None, incremental=True)
+            if res is None:
+                break
+            bound, values, last = max(bound, res[0]), res[1], res[0]
+        fix = lp.fixable(lp.duals, last, track.best) if fixing and track.best is not None else None
+        return bound, lp.positions(values), values[:lp.nx], fix
 
     root_allowed = [None] * n
     allowed0 = usage.propagate(root_allowed, red.costs)
     if allowed0 is None:
         return BranchResult(None, track.best, track.x, "infeasible", 0, [], track.trace)
-    rb, rpos, rx = solve(allowed0)
+    rb, rpos, rx, fix = solve(allowed0)
     if rb is None:
         note(track.best)
         return BranchResult(track.best, track.best, track.x, "limit", 1, [], track.trace)
     offer(rpos)
     note(rb if track.best is None else min(rb, track.best))
+    # the items come from the memory rows' prices before any cut (cuts take over part of their prices)
     prices = lp.memory_prices(lp.duals)
+    nofix = np.zeros(lp.nx, dtype=bool)
+    fixed_root = 0
+    if root_cuts:
+        b, pos, bx, fix2 = solve(allowed0, root_cuts)
+        if b is not None:
+            rb, rx, fix = max(rb, b), bx, fix2
+            offer(pos)
+            note(rb if track.best is None else min(rb, track.best))
     mu = np.array([r[0] for r in prices], dtype=np.float64) if prices else np.zeros(len(usage.rhs))
     items, levels = memory_items(red, usage, mu)
     n_mem = len(items)
@@ -441,7 +483,10 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
                 best_k, best_f = k, f
         return best_k if best_k is not None else first
 
-    heap = [(rb, 0, True, tuple([-1] * len(items)), pick(tuple([-1] * len(items)), rx))]
+    if fix is not None:
+        base_ub[fix] = 0   # removed for the whole tree (no solution better than the incumbent takes them)
+        fixed_root = int(fix.sum())
+    heap = [(rb, 0, True, tuple([-1] * len(items)), pick(tuple([-1] * len(items)), rx), nofix)]
     tie, evaluated = 1, 1
 
     def open_bound():
@@ -453,9 +498,9 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     while heap:
         if time.monotonic() > deadline or (max_nodes is not None and evaluated >= max_nodes):
             break
-        bound, _, done, fixed, branch_k = heapq.heappop(heap)
+        bound, _, done, fixed, branch_k, xfix = heapq.heappop(heap)
         if track.best is not None and bound >= track.best:
-            heapq.heappush(heap, (bound, tie, done, fixed, branch_k))
+            heapq.heappush(heap, (bound, tie, done, fixed, branch_k, xfix))
             tie += 1
             break
         allowed = [None] * n
@@ -463,21 +508,28 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
             if lv >= 0:
                 i = items[k]
                 allowed[i] = (levels[k] == lv) if allowed[i] is None else allowed[i] & (levels[k] == lv)
+        gone = xfix | (base_ub[:lp.nx] == 0)
+        if gone.any():
+            for i in np.unique(np.searchsorted(lp.xoff, np.nonzero(gone)[0], side="right") - 1).tolist():
+                keep = ~gone[lp.xoff[i]:lp.xoff[i] + len(red.costs[i])]
+                allowed[i] = keep if allowed[i] is None else allowed[i] & keep
         allowed = usage.propagate(allowed, red.costs)
         if allowed is None:
             continue
         if not done:
-            b, pos, bx = solve(allowed)
+            b, pos, bx, nfix = solve(allowed, node_cuts)
             if b is None:
                 if time.monotonic() > deadline:
-                    heapq.heappush(heap, (bound, tie, False, fixed, None))
+                    heapq.heappush(heap, (bound, tie, False, fixed, None, xfix))
                     tie += 1
                     break
                 evaluated += 1
                 continue   # infeasible LP: no solution in the node
             evaluated += 1
             offer(pos)
-            heapq.heappush(heap, (max(bound, b), tie, True, fixed, pick(fixed, bx)))
+            if nfix is not None:
+                xfix = xfix | nfix[:lp.nx]
+            heapq.heappush(heap, (max(bound, b), tie, True, fixed, pick(fixed, bx), xfix))
             tie += 1
             now = open_bound()
             if now is not None and (track.lo is None or now > track.lo):
@@ -499,11 +551,11 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         for lv in left:
             child = list(fixed)
             child[k] = lv
-            heapq.heappush(heap, (bound, tie, False, tuple(child), None))
+            heapq.heappush(heap, (bound, tie, False, tuple(child), None, xfix))
             tie += 1
     if not heap or (track.best is not None and heap[0][0] >= track.best):
         final, status = track.best, ("optimal" if track.best is not None else "infeasible")
     else:
         final, status = open_bound(), "limit"
     note(final)
-    return BranchResult(final, track.best, track.x, status, evaluated, items, track.trace)
+    return BranchResult(final, track.best, track.x, status, evaluated, items, track.trace, fixed_root)

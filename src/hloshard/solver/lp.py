@@ -309,6 +309,23 @@ class _LocalPolytope:
         self.duals = y
         return bound, values
 
+    def fixable(self, y, bound: int, incumbent: int) -> np.ndarray:
+        """Reduced-cost fixing: a bool mask over the LP variables that no solution costing less than ``incumbent``
+        takes, from the duals ``y`` and their certified ``bound`` (:meth:`_result`: ``ceil(L(y))`` with the presolve
+        offset).  Every integral ``x`` that keeps the rows costs at least ``L(y) + rc_j`` when ``x_j = 1`` (``rc_j >
+        0``; the other reduced costs add at least what ``L`` counts for them), and ``L(y) > bound - 1``; ``rc_j`` is
+        taken less :func:`_certified`'s float margin (Nemhauser & Wolsey, *Integer and Combinatorial
+        Optimization*, I.2.5: fixing by reduced cost)."""
+        aty = np.zeros(self.nvar)
+        mag = np.zeros(self.nvar)
+        for idx, coef, yi in zip(self.cons_idx, self.cons_coef, np.asarray(y, dtype=np.float64).tolist()):
+            if yi != 0.0:
+                np.add.at(aty, idx, coef * yi)
+                np.add.at(mag, idx, np.abs(coef * yi))
+        rc = self.cost - aty
+        margin = 1e-9 * (np.abs(self.cost) + mag) + 1e-6
+        return (self.ub > 0) & (float(bound) - 1.0 + rc - margin >= float(incumbent))
+
     def edge_potentials(self, y) -> tuple:
         """``(prow, pcol)``: per edge the duals ``y`` of its row and column marginalisation rows (``sum_b x_e(a, b) -
         x_u(a) = 0`` and ``sum_a x_e(a, b) - x_v(b) = 0``, in the order :meth:`__init__` adds them), float arrays of
