@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -51,7 +53,10 @@ print(json.dumps({"on": xla_check.forkserver_on(), "proxied": argv[1] == "-S", "
 def test_import_hloshard_jax_serves_the_children_and_the_server_ends_with_its_owner(tmp_path):
     require_jax()
     env = {k: v for k, v in os.environ.items() if k != FORKSERVER_ENV}
-    env["TMPDIR"] = str(tmp_path)   # its own server, not the suite's (the socket lies under TMPDIR)
+    # its own server, not the suite's (the socket lies under TMPDIR); a short folder: under pytest-xdist tmp_path is
+    # too long for a Unix socket, and the server would lie under /tmp with the suite's
+    short = tempfile.mkdtemp(prefix="fsd", dir="/tmp")
+    env["TMPDIR"] = short
     p = subprocess.run([sys.executable, "-c", OWNER], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.splitlines()[-1])
@@ -63,3 +68,4 @@ def test_import_hloshard_jax_serves_the_children_and_the_server_ends_with_its_ow
     while os.path.exists(f"/proc/{server}") and open(f"/proc/{server}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
         assert time.monotonic() < end, "the fork server outlived the process that started it by 60 s"
         time.sleep(0.2)
+    shutil.rmtree(short, ignore_errors=True)

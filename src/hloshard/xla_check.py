@@ -562,9 +562,15 @@ def forkserver_on(env: dict | None = None) -> bool:
     return flag == "1" or (flag == "" and _FORKSERVER_DEFAULT)
 
 
+#: the longest Unix socket path ``bind`` takes on Linux (``sun_path``: 108 bytes with its NUL), less a margin
+_SOCKET_PATH_MAX = 100
+
+
 def _forkserver_path(env: dict) -> str:
     """The fork server's socket for this interpreter, source tree, user and the child environment ``env``'s
-    PYTHONPATH and jax settings (``JAX_*``, ``TF_CPP_MIN_LOG_LEVEL``: read when jax is imported)."""
+    PYTHONPATH and jax settings (``JAX_*``, ``TF_CPP_MIN_LOG_LEVEL``: read when jax is imported), in the temporary
+    folder -- ``/tmp`` where that folder's path is too long for a socket (pytest-xdist's ``tmp_path`` is: the
+    server failed to bind and every child ran plain)."""
     import hashlib
     import pathlib
     import tempfile
@@ -580,6 +586,8 @@ def _forkserver_path(env: dict) -> str:
     for f in sorted(here.rglob("*.py")):
         h.update(f"{f}:{f.stat().st_mtime_ns}\0".encode())
     folder = os.path.join(tempfile.gettempdir(), f"hloshard-xla-{os.getuid()}")
+    if len(os.path.join(folder, "0" * 20 + ".sock").encode()) > _SOCKET_PATH_MAX:
+        folder = os.path.join("/tmp", f"hloshard-xla-{os.getuid()}")   # a long TMPDIR: the server could not bind
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, h.hexdigest()[:20] + ".sock")
 
@@ -636,28 +644,46 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
             server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV, "PYTHONPATH")}
             if _python_path(env):
                 server_env["PYTHONPATH"] = _python_path(env)
-            server = subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
-                                       "sys.exit(forkserver_main(sys.argv[1], sys.argv[2], owner=int(sys.argv[3])))",
-                                       path, __file__, str(owner)],
+            server = subprocess.Popen([_python(), "-c", _SERVER_START, path, __file__, str(owner)],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True, env=server_env, cwd="/")
             _FORKSERVER_PROCS[path] = server
             # until it holds its lock (a Python start, ~0.05 s idle, seconds on a loaded machine), so that this
             # child's proxy waits for it rather than importing jax itself; a server that exits ends the wait
             while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 10.0:
-                time.sleep(0.01)
+                time.sleep(0.05)
     except OSError:
         return [_python(), *args]
     return [_python(), "-S", "-c", _PROXY, path, *args]
 
 
+#: the server's command: it takes ``path``'s lock before it imports this package, whose import takes seconds on a
+#: loaded machine, so that a proxy started meanwhile finds the lock held and waits for the server's socket; a
+#: caller's or proxy's look at the lock holds it for moments (longer where the looker is descheduled), so only a lock
+#: held for 2 s on end is another server's, and this one exits 0
+_SERVER_START = (
+    "import fcntl, os, sys, time\n"
+    "lock = os.open(sys.argv[1] + '.lock', os.O_RDWR | os.O_CREAT, 0o600)\n"
+    "give_up = time.monotonic() + 2.0\n"
+    "while True:\n"
+    "    try:\n"
+    "        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "        break\n"
+    "    except OSError:\n"
+    "        if time.monotonic() > give_up:\n"
+    "            sys.exit(0)\n"
+    "        time.sleep(0.02)\n"
+    "from hloshard.xla_check import forkserver_main\n"
+    "sys.exit(forkserver_main(sys.argv[1], sys.argv[2], owner=int(sys.argv[3]), lock=lock))\n")
+
+
 def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S,
-                    owner: int = 0) -> int:  # pragma: no cover - the server
-    """The fork server on the Unix socket ``path`` (see the section's comment): exits 0 at once when another
-    holds ``path``'s lock, 1 when jax cannot be imported or this module's file is not ``expected`` (the
-    caller's), else 0 after ``idle`` seconds without a child, or -- ``owner`` the pid of the process that started
-    it, its parent -- once that process has ended and no child is running (within 5 s)."""
-    import fcntl
+                    owner: int = 0, lock: int = -1) -> int:  # pragma: no cover - the server
+    """The fork server on the Unix socket ``path`` (see the section's comment), started by :data:`_SERVER_START`
+    (which exits 0 when another server holds ``path``'s lock): exits 1 when jax cannot be imported or this module's
+    file is not ``expected`` (the caller's), else 0 after ``idle`` seconds without a child, or -- ``owner`` the pid
+    of the process that started it, its parent -- once that process has ended and no child is running (within 5 s).  ``lock``: the descriptor
+    of ``path``'s lock, held (taken by :data:`_SERVER_START` before this package was imported)."""
     import importlib
     import select
     import signal
@@ -665,15 +691,6 @@ def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S,
     import struct
     import time
 
-    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    for attempt in range(10):   # a caller's or proxy's look at the lock holds it for microseconds
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError:
-            if attempt == 9:
-                return 0
-            time.sleep(0.02)
     for name in _WARM_MODULES:
         try:
             importlib.import_module(name)
