@@ -53,7 +53,8 @@ def _stub_guard(monkeypatch, closest, found_cost=None):
 
 
 def _first():
-    return SolveResult(types.SimpleNamespace(pin_operands=False, memory_budget=None), Sol([0, 1], 50, "optimal"),
+    return SolveResult(types.SimpleNamespace(pin_operands=False, memory_budget=None,
+                                             problem=types.SimpleNamespace(num_nodes=2)), Sol([0, 1], 50, "optimal"),
                        [0, 1], types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
 
 
@@ -115,3 +116,24 @@ def test_a_relaxed_limit_says_by_how_much_the_plan_peaks_above_the_baseline():
     assert "relaxed from the gspmd_from_fsdp baseline's 20.0 MiB" in row
     assert "40.0 MiB" in row and "20.0 MiB (2.00x) ABOVE that baseline" in row, row
     assert "ABOVE" not in guard.guard_summary(info, peak=20 * 2**20)
+
+
+def test_no_time_for_a_resolve_returns_the_fsdp_baseline_as_a_plan(monkeypatch):
+    """Wall-clock, the baseline priced and no time left for any re-solve: with an FSDP baseline (not the plan's own
+    entry) the guard returns the baseline's layouts as a plan of the graph, not the unguarded plan at 4.5x its peak
+    (new user 37's DiT under the slow clock x4: "UNGUARDED", 73 MiB against the FSDP baseline's 20.6 MiB)."""
+    from hloshard.jax import guard
+
+    calls, priced = _stub_guard(monkeypatch, closest=None)
+
+    def slow_base(*a, **k):   # the baseline's read and pricing take what a re-solve would have needed
+        time.sleep(0.8)
+        return {"plan": guard.FSDP_BASELINE, "peak_bytes": 2_000_000}
+
+    monkeypatch.setattr(guard, "baseline_peak", slow_base)
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    result, info = guard._guard(_first(), module, types.SimpleNamespace(), "io", 10.0, 0, False,
+                                deadline=time.monotonic() + 1.2)
+    assert calls == []   # no re-solve started
+    assert result.choice == [2, 2] and info["applied"] and info["fallback"] == "baseline", info
+    assert not info.get("unguarded") and "baseline's plan is returned instead" in info["note"], info["note"]
