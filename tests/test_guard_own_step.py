@@ -137,3 +137,5 @@ def test_no_time_for_a_resolve_returns_the_fsdp_baseline_as_a_plan(monkeypatch):
     assert calls == []   # no re-solve started
     assert result.choice == [2, 2] and info["applied"] and info["fallback"] == "baseline", info
     assert not info.get("unguarded") and "baseline's plan is returned instead" in info["note"], info["note"]
+    row = guard.guard_summary(info, peak=2_600_000)
+    assert "gspmd_from_fsdp baseline's own layouts returned as the plan (2.5 MiB predicted" in row, row

@@ -1282,6 +1282,10 @@ def guard_summary(guard: dict, share: dict | None = None, peak: int | None = Non
         return (f"UNGUARDED: the plan peaks above the {base} baseline's {fmt(limit)} (predicted) and no plan was found "
                 f"within it{said}; {CHECK_PEAK}")
     if guard.get("applied"):
+        if guard.get("fallback") == "baseline" and peak is not None:   # the two figures of one plan (round 37)
+            return (f"applied: the {base} baseline's own layouts returned as the plan ({fmt(peak)} predicted, the "
+                    f"baseline's {fmt(limit)} being the same layouts as XLA's propagation writes them; no re-solved "
+                    f"plan kept it){said}")
         how = f"the {guard['fallback']} plan returned" if guard.get("fallback") else "re-solved"
         held = guard.get("limit_bytes")
         own = guard.get("own_step")
