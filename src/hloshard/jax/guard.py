@@ -29,6 +29,18 @@ that module already peaks within the step's highest limit (:func:`guard_plan`,
 :func:`hloshard.autoshard.solve.pareto_step`'s ``written_peak``): the step searches the graph's figure, and a plan it
 took there would be no evidence of a lower peak in the figure the guard judges plans by (keras-hub's 4-layer Gemma:
 11.3 s of the guard's 28.3 s wall for a plan not taken, load 17).
+
+Round 37, helper guard2 (issue 24, new user 37's F1 / F10): the guard no longer relaxes its limit halfway to the
+unguarded peak when the strict re-solve found no plan near the baseline: the next step asks for the baseline's own
+layouts as a plan of the graph (:func:`baseline_as_plan`, its graph peak -- the two figures of one plan), from it,
+and returns that plan when its search finds nothing cheaper within it (``guard["own_step"]``); with no time for any
+re-solve a data-parallel / FSDP baseline's own layouts are returned (:func:`_other_baseline_plan`) instead of the
+unguarded plan.  In wall-clock mode the FSDP baseline is read before the data-parallel one, the first early
+propagation to answer first (:func:`_other_baselines`), and the baselines not priced are named in the summary's row
+(:func:`guard_summary`), which also says by how much a plan under a relaxed limit peaks above the baseline.
+A plain-JAX DiT with nothing sharded (``time_limit=60``, XLA CPU, plan.jit()): 47.33 MB moved / 24.59 MB peak,
+against the relaxed plan's 32.01 / 39.97 and the user's own layout's 45.08 / 25.57 (BENCHMARKS.md, helper guard2,
+round 37).
 """
 
 from __future__ import annotations
