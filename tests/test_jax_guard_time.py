@@ -872,7 +872,42 @@ def test_wall_clock_guard_without_time_for_its_own_xla_run_reads_the_early_basel
     assert info["baseline"] == guard.FSDP_BASELINE and info["baseline_peak_bytes"] == 2_000_000, info
     assert not info.get("off") and "plan started" not in events, (info, events)
     assert "could not be priced" in info["plan_note"] and info["baseline_plan_peak_bytes"] is None
-    assert [e[0] for e in events] == [guard.DATA_PARALLEL_BASELINE, guard.FSDP_BASELINE]
+    # round 37: FSDP first in wall-clock mode (the lower of the two wherever XLA keeps its split)
+    assert [e[0] for e in events] == [guard.FSDP_BASELINE, guard.DATA_PARALLEL_BASELINE]
+
+
+def test_wall_clock_guard_reads_the_fsdp_baseline_first_and_says_which_it_could_not_price(monkeypatch):
+    """Round 37 (new user 37's F10): time for one early baseline's read and pricing, not two: the FSDP one is priced
+    (it was the data-parallel one, and the FSDP baseline, the one that binds, was skipped with nothing said), and the
+    data-parallel one is named as not priced in the report and the summary's row.  Of two, one that has answered is
+    read before one still running."""
+    from hloshard.jax import guard
+
+    events = _early_others(monkeypatch, lambda *a, **k: pytest_fail("the plan's own baseline was run"))
+    slow = guard.fsdp_baseline
+
+    def fsdp_slow(*a, **k):   # its pricing takes what the time left holds beyond one re-solve
+        time.sleep(4.0)
+        return slow(*a, **k)
+
+    monkeypatch.setattr(guard, "fsdp_baseline", fsdp_slow)
+    module = types_ns(entry=types_ns(parameters=[]))
+    first = types_ns(evaluation=types_ns(peak_memory=900_000), choice=[0],
+                     graph=types_ns(pin_operands=False, memory_budget=None, reprice_seconds=5.0))
+    running = types_ns(done=lambda: False, cancel=lambda: None)
+    answered = types_ns(done=lambda: True, cancel=lambda: None)
+    _, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=time.monotonic() + 9.0,
+                           pending={"data_parallel": running, "fsdp": answered})
+    assert [e[0] for e in events] == [guard.FSDP_BASELINE], events
+    assert info["baseline"] == guard.FSDP_BASELINE and "not priced" in info["data_parallel_note"], info
+    assert "not priced in the time: the data-parallel and the plan's own baselines" in guard.guard_summary(info), guard.guard_summary(info)
+
+    # the data-parallel propagation answered, the FSDP one still running: the data-parallel one is read first
+    events.clear()
+    monkeypatch.setattr(guard, "fsdp_baseline", slow)
+    guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=time.monotonic() + 9.0,
+                 pending={"data_parallel": answered, "fsdp": running})
+    assert events and events[0][0] == guard.DATA_PARALLEL_BASELINE, events
 
 
 def test_a_failed_own_baseline_leaves_the_early_ones(monkeypatch):

@@ -984,7 +984,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             guard["summary"] = guard_summary(guard, None if deterministic or not memory_guard else
                                              {"kept": bool(keep_share), "share_seconds": share_figures[0],
                                               "needed_seconds": share_figures[1], "traced_seconds": traced,
-                                              "read_early": read_early})
+                                              "read_early": read_early},
+                                             peak=report.get("peak_memory_per_device"))
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
             if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
