@@ -2463,21 +2463,27 @@ def _gathered_in_default_layout(src) -> bool:
     :func:`hloshard.autoshard.build._relayout_bytes`, one loop fusion with the transpose): False.  Only for
     a module planned for XLA CPU (:func:`set_fusion_backend`): the TPU compiler's layout assignment was not
     measured for it."""
+    gathered = _cpu_pin_gathers(src)
+    return gathered is not None and all(int(x) == 1 for x in gathered[1][:gathered[0]])
+
+
+def _cpu_pin_gathers(src):
+    """``(first, tile)`` for a :func:`communicating_pin` that all-gathers, in a module planned for XLA CPU (the
+    layouts below were measured on it only): the first dimension it gathers and its per-device tile after the
+    gather; None for anything else (no gather, another backend, a sharding that does not tile ``src``)."""
     if not communicating_pin(src) or not src.shape.is_array or \
-            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":   # (measured on XLA CPU only)
-        return False
+            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":
+        return None
     have, need = _sharding_of(src.operands[0]), _sharding_of(src)
     if have is None or need is None:
-        return False
+        return None
     dims = [int(d) for d in src.shape.dims]
     try:
         a, b = have.tile_shape(dims), need.tile_shape(dims)
     except ValueError:
-        return False
+        return None
     gathered = [d for d in range(len(dims)) if int(b[d]) > int(a[d])]
-    if not gathered:
-        return False
-    return all(int(x) == 1 for x in b[:min(gathered)])
+    return (min(gathered), b) if gathered else None
 
 
 def gathered_minor(src) -> bool:
@@ -2488,19 +2494,8 @@ def gathered_minor(src) -> bool:
     (:func:`buffer_intervals`; measured, round 37 loopmem: ``tanh`` of such a gathered weight read by a dot is
     XLA's ``copy_tanh_fusion``, a buffer beside the gathered one, where the model had put it in place: 344,064
     against XLA's 606,212), and a reader that needs the default layout reads a copy (:func:`relayout_readers`)."""
-    if not communicating_pin(src) or not src.shape.is_array or \
-            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":
-        return False
-    have, need = _sharding_of(src.operands[0]), _sharding_of(src)
-    if have is None or need is None:
-        return False
-    dims = [int(d) for d in src.shape.dims]
-    try:
-        a, b = have.tile_shape(dims), need.tile_shape(dims)
-    except ValueError:
-        return False
-    gathered = [d for d in range(len(dims)) if int(b[d]) > int(a[d])]
-    return bool(gathered) and any(int(x) > 1 for x in b[:min(gathered)])
+    gathered = _cpu_pin_gathers(src)
+    return gathered is not None and any(int(x) > 1 for x in gathered[1][:gathered[0]])
 
 
 def _decomposed_dot(instr) -> bool:
