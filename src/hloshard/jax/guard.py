@@ -630,7 +630,13 @@ def _baseline_plan(result, base: dict):
     obj, ok = evaluate(result.graph.problem, choice)
     if not ok:
         return None
-    ev = evaluate_choice(result.graph, choice)
+    return _as_baseline_result(result, choice, int(obj), evaluate_choice(result.graph, choice))
+
+
+def _as_baseline_result(result, choice, obj: int, ev):
+    """``(a result like result with ``choice`` as its plan, its KnownPlan named "baseline", completion "xla")``:
+    the form :func:`_baseline_plan` and :func:`_other_baseline_plan` return; ``obj`` its objective, ``ev`` its
+    evaluation."""
     plan = KnownPlan("baseline", list(choice), int(obj), True, ev)
     plan.completion = "xla"
     sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
@@ -653,10 +659,7 @@ def _other_baseline_plan(result, base: dict, plan_peak: int):
         return None
     choice, ev = got
     obj, _ = evaluate(result.graph.problem, choice)
-    plan = KnownPlan("baseline", list(choice), int(obj), True, ev)
-    plan.completion = "xla"
-    sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
-    return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), plan
+    return _as_baseline_result(result, choice, int(obj), ev)
 
 
 def baseline_as_plan(result, base: dict):
