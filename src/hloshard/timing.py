@@ -36,6 +36,7 @@ from .cost.steptime import step_time
 from .devices import node_spans
 from .cost.tpu_fusion import dot_dot_reader, fusion_rule, gather_counted_bytes
 from .cost.tpu_layout import padded_bytes_per_device
+from .cost.tpu_partitioner import update_relayouts
 from .hlo.partitioned import is_per_device_program
 from .strategy.base import COMPUTE_COST_PER_FLOP, split_epilogue_bytes, windowed_dot_bytes
 from .xla_compare import predicted_collectives
@@ -132,6 +133,8 @@ def plan_roofline(result, module, profile=None):
         _megacore_copies(graph, fusion, roof, size_of)
     if fusion.gather_tiles:
         _gather_tiles(graph, roof, size_of, tile_of)
+    if profile is not None and profile.backend == "tpu":
+        _update_relayouts(module, profile.name, roof, bandwidth)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
@@ -161,6 +164,21 @@ def _megacore_copies(graph, fusion, roof, size_of) -> None:
         roof.hbm_bytes += moved
         roof.vmem_bytes += moved
         roof.rows.append(RooflineRow(head.name, "msa-copy", n, 0.0, moved, 0.0, "none", moved))
+
+
+def _update_relayouts(module, device: str, roof, bandwidth: float) -> None:
+    """Add to ``roof`` the layout copies libtpu makes around the weight updates that run in another layout than
+    the weight's (:func:`hloshard.cost.tpu_partitioner.update_relayouts`: a GSPMD-style plan's folded weight
+    gradients): one row per update (opcode ``'update-relayout'``), the copies' bytes (read in one layout,
+    written in the other, at the TPU's tiles) in ``hbm_bytes``, at ``bandwidth`` (bytes/s) in the seconds and
+    the memory-bound seconds -- copy kernels the chip runs, which ``HloCostAnalysis`` counts.  Entry updates
+    only (one execution each).  Nothing for a plan whose dots are not folded (``solve``'s transpose pins)."""
+    for r in update_relayouts(module, device):
+        moved = float(r.copies * r.bytes_per_copy)
+        roof.hbm_bytes += moved
+        roof.seconds += moved / bandwidth
+        roof.memory_bound_s += moved / bandwidth
+        roof.rows.append(RooflineRow(r.update.name, "update-relayout", 1.0, 0.0, moved, moved / bandwidth, "memory"))
 
 
 def _gather_tiles(graph, roof, size_of, tile_of) -> None:

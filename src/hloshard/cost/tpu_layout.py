@@ -257,6 +257,23 @@ def minor_pair(element_type: str, dims: Sequence[int]) -> tuple[int, int] | None
     return pick
 
 
+def layout_bytes(element_type: str, dims: Sequence[int], minor: int) -> int:
+    """Bytes of a rank-2 array of ``dims`` (per device) of ``element_type`` laid out with dim ``minor`` (0 or 1)
+    minor and the other second-minor, at the TPU compiler's tiles (the minor dim padded to :data:`LANES`, the
+    other to its row tile, the whole to :data:`GRANULE_BYTES`; module docstring): what a layout copy reads or
+    writes of that buffer.  ``f32[256,192]`` with dim 1 minor: 256 rows x 256 lanes x 4 = 262,144 B; dim 0
+    minor: 192 x 256 x 4 = 196,608 B.  Raises ValueError for a rank other than 2 or ``minor`` not 0 / 1,
+    KeyError for an unknown element type."""
+    dims = [int(d) for d in dims]
+    if len(dims) != 2 or minor not in (0, 1):
+        raise ValueError(f"layout_bytes takes a rank-2 array and minor 0 or 1, not {dims} minor {minor}")
+    width = element_byte_size(str(element_type))
+    if any(d == 0 for d in dims) or width == 0:
+        return 0
+    other = dims[1 - minor]
+    return _granule(_rows(other, str(element_type)) * (-(-dims[minor] // LANES) * LANES) * width)
+
+
 def lane_use(n: int) -> float:
     """The share of its 128-lane rows a dimension of ``n`` elements fills as a buffer's minor dimension:
     ``n / (128 * ceil(n / 128))`` (64 -> 0.5, 96 -> 0.75, 130 -> 0.508, 256 -> 1.0).  Raises ValueError

@@ -37,12 +37,14 @@ and does not fold gets none (:func:`hloshard.strategy.realize.insert_transpose_p
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..hlo import parse_module, print_module
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from ..hlo.sharding import HloSharding
-from .tpu_layout import minor_pair
+from .tpu_layout import lane_use, layout_bytes, minor_pair
 
 #: the TPU chips whose algebraic simplifier puts a dot's computed operand first (:func:`operand_swaps`):
 #: read off libtpu 0.0.42.1's ``simplification-1.after_algsimp`` dumps, compiled ahead of time for
@@ -208,7 +210,9 @@ def tpu_partitioned_view(module, device: str | None = None):
     computed operand first), and each of :func:`operand_swaps`' dots takes its written layout laid out
     as ``dot(b, a)`` (:func:`_swap_dims`), its readers resharding from that.  Returns ``(copy, pairs)``
     with ``pairs`` the ``(dot name, transpose name)`` rewritten (``(dot name, "")`` for a swap);
-    ``(module, [])`` itself when there is none.  ``module`` is not changed."""
+    ``(module, [])`` itself when there is none.  ``module`` is not changed.  The copy's
+    ``tpu_written_shardings`` maps each folded dot's name to its written sharding (what
+    :func:`resharded_updates` reads of a view)."""
     pairs = folded_transposes(module)
     swaps = []
     if device in COMPUTED_FIRST_CHIPS:
@@ -220,12 +224,14 @@ def tpu_partitioned_view(module, device: str | None = None):
     names = [(d.name, t.name) for d, t in pairs]
     copy = parse_module(print_module(module))
     by_name = {i.name: i for c in copy.computations for i in c.instructions}
+    written_of = copy.__dict__.setdefault("tpu_written_shardings", {})
     for dn, tn in names:
         d, t = by_name[dn], by_name[tn]
         written = d.sharding
         perm = list(t.dimensions or [])
         d.sharding = transposed_layout(written, perm)
         t.sharding = written
+        written_of[dn] = written
     for d0 in swaps:
         d = by_name[d0.name]
         d.sharding = transposed_layout(d.sharding, _swap_dims(d))
@@ -267,7 +273,27 @@ def update_layout_conflicts(module, device: str | None = None) -> list[tuple]:
 
 def resharded_updates(module, device: str | None = None) -> list[tuple]:
     """Every update :func:`update_layout_conflicts` looks at, ``(parameter, subtract, gradient_swapped,
-    entry_swapped)``, its two layouts equal or not (a copy only where they differ)."""
+    entry_swapped)``, its two layouts equal or not (a copy only where they differ).  ``module``: a written
+    plan or its :func:`tpu_partitioned_view` (whose folded dots' written shardings it reads)."""
+    return [(r.parameter, r.update, r.gradient_swapped, r.entry_swapped) for r in _updates(module, device)]
+
+
+class ResharedUpdate(NamedTuple):
+    """One weight update of :func:`_updates`: ``subtract(parameter, g)``, ``g`` a folded dot's gradient.
+    ``local``: the weight's per-device dims; ``piece``: what each peer of the all-to-all that reshards the
+    folded dot's result sends (``local`` with the gathered dim -- split by the dot's tile, not by the
+    weight's -- divided by that tile's factor; XLA SPMD partitioner, ``ReshardWithAllToAll``)."""
+    parameter: object
+    update: object
+    gradient_swapped: bool
+    entry_swapped: bool
+    local: tuple
+    piece: tuple
+
+
+def _updates(module, device: str | None = None) -> list[ResharedUpdate]:
+    """The updates :func:`resharded_updates` lists, with their exchange's geometry (:class:`ResharedUpdate`)."""
+    written_of = getattr(module, "tpu_written_shardings", None) or {}
     out = []
     for comp in module.computations:
         if not getattr(comp, "is_entry", False):
@@ -287,7 +313,7 @@ def resharded_updates(module, device: str | None = None) -> list[tuple]:
                 p = u.operands[0]
                 if p.opcode != "parameter" or len(p.shape.dims) != 2:
                     continue
-                sd, sp = d.sharding, p.sharding
+                sd, sp = written_of.get(d.name, d.sharding), p.sharding
                 if sd is None or sp is None or not sd.is_tiled or not sp.is_tiled or sd.has_manual_subgroup:
                     continue
                 td, tp = sd.tile_dims[:2], sp.tile_dims
@@ -297,7 +323,60 @@ def resharded_updates(module, device: str | None = None) -> list[tuple]:
                     continue
                 dt = str(p.shape.element_type)
                 local_dot = tuple(-(-int(n) // k) for n, k in zip(p.shape.dims, td))
+                local = tuple(int(n) for n in sp.tile_shape(p.shape.dims))
+                k = int(td[gathered[0]])
+                piece = tuple(-(-n // k) if i == gathered[0] else n for i, n in enumerate(local))
                 grad_swapped = minor_pair(dt, local_dot) == (0, 1)
-                entry_swapped = minor_pair(dt, sp.tile_shape(p.shape.dims)) == (0, 1)
-                out.append((p, u, grad_swapped, entry_swapped))
+                entry_swapped = minor_pair(dt, local) == (0, 1)
+                out.append(ResharedUpdate(p, u, grad_swapped, entry_swapped, local, piece))
+    return out
+
+
+def update_copy_choice(piece) -> str:
+    """Which copy libtpu makes for a conflicting update (:func:`update_layout_conflicts`) whose all-to-all
+    sends pieces of ``piece`` (two per-device dims, :class:`ResharedUpdate`): ``"gradient"`` -- the gradient
+    copied once into the weight's layout -- when the piece's two dims fill their 128-lane rows equally as a
+    minor dim (:func:`hloshard.cost.tpu_layout.lane_use` equal: ``[64,64]``, ``[96,96]``, ``[80,160]``), else
+    ``"weight"`` -- the weight copied into the gradient's layout and the updated weight copied back (two
+    copies: ``[256,64]``, ``[64,192]``, ``[128,64]``).  Read off libtpu 0.0.42.1's optimised programs
+    (ahead of time) of round 33's GSPMD plans on ``v5e:2x4`` (77 conflicts: 62 gradient, 15 weight), then
+    checked on v5p (77 / 77), v6e (62 / 62), round 35's two held-out attention sets (35 / 35 on v5e + v6e)
+    and a held-out MLP set written after the rule (BENCHMARKS.md round 38, helper tpu).  Raises ValueError for
+    a piece that is not two dims of at least 1."""
+    dims = [int(n) for n in piece]
+    if len(dims) != 2:
+        raise ValueError(f"an update's all-to-all piece has two dims, not {dims}")
+    return "gradient" if lane_use(dims[0]) == lane_use(dims[1]) else "weight"
+
+
+class UpdateRelayout(NamedTuple):
+    """The layout copies libtpu makes around one conflicting weight update (:func:`update_relayouts`):
+    ``copies`` (1: the gradient; 2: the weight in and the result back), each reading the buffer in one layout
+    and writing it in the other: ``bytes_per_copy`` (bytes per device, at the TPU's tiles)."""
+    parameter: object
+    update: object
+    choice: str
+    copies: int
+    bytes_per_copy: int
+
+
+def update_relayouts(module, device: str | None = None) -> list[UpdateRelayout]:
+    """The layout copies of the weight updates that ``module`` (a written plan, or its
+    :func:`tpu_partitioned_view`) runs in another layout than the weight's (:func:`update_layout_conflicts`),
+    as libtpu makes them (:func:`update_copy_choice`): per conflicting update, 1 or 2 copies of
+    :func:`hloshard.cost.tpu_layout.layout_bytes` in the gradient's layout plus the same in the weight's
+    (the weight's per-device dims; the gradient's minor dim is the folded dot's, the weight's its entry
+    layout's).  fused_qkv's GSPMD plan on ``v5e:2x4``: wqkv ``[256,192]`` two copies of 458,752 B, w2
+    ``[128,256]`` two of 262,144 B, wo ``[64,256]`` one of 196,608 B (per layer), libtpu's own copies to the
+    byte.  What ``HloCostAnalysis`` counts of a copy is its operand and result at their layouts; priced
+    (:func:`hloshard.timing.plan_roofline`, ``--device tpu-*`` reports only) at the HBM bandwidth."""
+    out = []
+    for r in _updates(module, device):
+        if r.gradient_swapped == r.entry_swapped:
+            continue
+        dt = str(r.parameter.shape.element_type)
+        moved = layout_bytes(dt, r.local, 0 if r.gradient_swapped else 1) + \
+            layout_bytes(dt, r.local, 0 if r.entry_swapped else 1)
+        choice = update_copy_choice(r.piece)
+        out.append(UpdateRelayout(r.parameter, r.update, choice, 1 if choice == "gradient" else 2, moved))
     return out
