@@ -34,7 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ManualProblem", "manual_kind", "manual_region_problems"]
+import numpy as np
+
+from .sharding import HloSharding
+
+__all__ = ["ManualProblem", "manual_kind", "manual_like", "manual_region_problems"]
 
 #: a wholly manual leaf (``{manual}``) and a partly manual one (a manual subgroup)
 FULL, PART = "manual", "partly manual"
@@ -50,6 +54,32 @@ def manual_kind(sharding) -> str | None:
     if "manual" in tuple(getattr(sharding, "subgroup_types", ()) or ()):
         return PART
     return None
+
+
+def manual_like(source, rank: int):
+    """The sharding of a rank-``rank`` value computed inside the manual region of ``source`` (a manual
+    :class:`~hloshard.hlo.sharding.HloSharding`), as XLA's partitioner takes it from an unannotated reader:
+    ``{manual}`` for a wholly manual ``source``; for a partly manual one the same manual subgroups (each manual
+    group: the devices that hold one manual shard) with every dim unsplit and the group's devices replicated
+    (``last_tile_dims={manual, replicated}``; ``{manual}`` subgroup alone when a group is one device), the form
+    jax's GSPMD export writes inside a partly manual ``shard_map`` body.  Writing ``{manual}`` there instead is
+    what XLA aborts on (``target.IsManualSubgroup() == sharding().IsManualSubgroup()``, fresh 37 #5).  None when
+    ``source`` is not manual."""
+    kind = manual_kind(source)
+    if kind == FULL:
+        return HloSharding.manual()
+    if kind != PART:
+        return None
+    ta = np.asarray(source.tile_assignment)
+    types = tuple(source.subgroup_types)
+    lead = ta.ndim - len(types)
+    m_axis = lead + types.index("manual")
+    rest = [k for k in range(ta.ndim) if k != m_axis]
+    groups = ta.transpose([m_axis] + rest).reshape(ta.shape[m_axis], -1)
+    within = groups.shape[1]
+    if within == 1:
+        return HloSharding.tiled(groups.reshape([1] * rank + [groups.shape[0]]), last_tile_dims=("manual",))
+    return HloSharding.tiled(groups.reshape([1] * rank + list(groups.shape)), last_tile_dims=("manual", "replicated"))
 
 
 @dataclass(frozen=True)
