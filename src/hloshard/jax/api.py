@@ -66,6 +66,7 @@ from ..autoshard.solve import (
 from ..devices import get_profile
 from ..errors import HloshardError, InputError, SolveFailed
 from ..hlo import parse_module, print_module
+from ..sdy_manual import read_manual_computations
 from ..load import SourceInfo
 from ..mesh import DeviceMesh, refine_for_module
 from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
@@ -723,6 +724,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         opts = xc.hlo.HloPrintOptions()
         opts.print_metadata = True
         module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
+        read_manual_computations(module)   # a Shardy-mode shard_map read as its manual region (hloshard.sdy_manual)
         in_paths = leaf_paths
         out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
         module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
