@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
-from .check import check_plan, program
+from .check import check_plan, program, warn_unmeasured
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
                     guard_share_figures, guard_summary, moves_seconds, start_baselines, user_sharded)
 from .jaxpr import (
@@ -190,6 +190,7 @@ class AutoShardResult:
         compiled = self._jit_compiled() if self.program is not None else None
         comparison.jit_bytes = None if compiled is None else self.jit_bytes(compiled)
         comparison.jit_peak = None if compiled is None else _peak_of(compiled)
+        warn_unmeasured(comparison)   # XLA failed, or counted nothing where the plan predicts collectives: said
         if comparison.jit_bytes is not None and not comparison.xla_error and \
                 abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
             if self.your_layout_as_given:   # the same module both times: the partitioners differ
