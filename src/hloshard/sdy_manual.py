@@ -12,7 +12,8 @@ What jax 0.10.2 writes (``jax.jit(f).lower(...).as_text(dialect="hlo")``, Shardy
     r  = f32[16,64] custom-call(y), custom_call_target="xla.sdy.LocalToGlobalShape",
          frontend_attributes={xla.sdy.manual_axes=..., xla.sdy.out_shardings="#sdy.sharding_per_value<[...]>"}
 
-(several results: the call and ``LocalToGlobalShape`` return tuples, read through get-tuple-element).  The same
+(several results: the call returns a tuple, read through get-tuple-element, ``LocalToGlobalShape`` takes one
+operand per result and returns a tuple).  The same
 ``shard_map`` lowered with ``jax_use_shardy_partitioner=False`` is, per operand, ``Sharding`` (the in-spec's global
 sharding) -> ``SPMDFullToShardShape`` (``{manual}``, or a manual subgroup for a partly manual ``shard_map``), the
 body ``call``, and per result ``Sharding`` (manual) -> ``SPMDShardToFullShape`` (the out-spec's global sharding).
@@ -186,9 +187,13 @@ def _leaving(l2g, meshes, names, comp) -> list[Instruction]:
     values = _values(str(fa.get("xla.sdy.out_shardings", "")), meshes)
     manual = _manual_axes(str(fa.get("xla.sdy.manual_axes", "")))
     globals_ = _leaf_shapes(l2g.shape)
-    src = l2g.operands[0] if len(l2g.operands) == 1 else None
-    if src is None or len(values) != len(globals_) or not manual or \
-            len(_leaf_shapes(src.shape)) != len(globals_) or src.shape.is_tuple != l2g.shape.is_tuple:
+    ops = list(l2g.operands)
+    if len(ops) == 1 and ops[0].shape.is_tuple:   # one tuple operand: its elements, read through get-tuple-element
+        sources = [(ops[0], k) for k in range(len(ops[0].shape.tuple_shapes))]
+    else:                                         # jax 0.10.2: one operand per result
+        sources = [(op, None) for op in ops]
+    if len(values) != len(globals_) or not manual or len(sources) != len(globals_) or \
+            any(k is None and op.shape.is_tuple for op, k in sources):
         raise _Unreadable(f"{l2g.name}: {len(values)} out_shardings for {len(globals_)} results")
     outs = []
     for k, ((mesh, dims, opens), glob_shape) in enumerate(zip(values, globals_)):
@@ -197,10 +202,10 @@ def _leaving(l2g, meshes, names, comp) -> list[Instruction]:
                               f"result")
         glob, loc = region_shardings(mesh, dims, manual)
         unspec = _unspecified(opens)
-        value = src
-        if src.shape.is_tuple:
-            value = Instruction(names(f"{l2g.name}.elem{k}"), "get-tuple-element", src.shape.tuple_shapes[k], [src],
-                                attrs={"index": k})
+        value, index = sources[k]
+        if index is not None:
+            value = Instruction(names(f"{l2g.name}.elem{k}"), "get-tuple-element", value.shape.tuple_shapes[index],
+                                [value], attrs={"index": index})
             comp.add_instruction(value, before=l2g)
         pin = _custom_call(names(f"{l2g.name}.local{k}"), "Sharding", value.shape, value, loc, unspec, l2g)
         comp.add_instruction(pin, before=l2g)
@@ -310,10 +315,11 @@ def read_manual_computations(module) -> int:
         if not g.users:
             comp.remove_instruction(g)
         _keep_names(comp, keep)
-        if body is not None:
-            fa = _frontend(body)
-            if fa.pop("inlineable", None) is not None:
-                body.set_attr("frontend_attributes", fa or None)
+        if body is not None:   # the call and the get-tuple-elements of its results
+            for i in [body] + [u for u in body.users if u.opcode == "get-tuple-element"]:
+                fa = _frontend(i)
+                if fa.pop("inlineable", None) is not None:
+                    i.set_attr("frontend_attributes", fa or None)
             if any(not e.sharding.is_manual for _, e in made):
                 _localize_constraints(body, mesh, manual, meshes)
         done += 1
@@ -326,11 +332,13 @@ def read_manual_computations(module) -> int:
             continue
         for out in outs:
             comp.add_instruction(out, before=l2g)
+        keep = {l2g.name: outs[0]} if not l2g.shape.is_tuple else \
+            {u.name: outs[u.attrs["index"]] for u in l2g.users if u.opcode == "get-tuple-element"
+             and isinstance(u.attrs.get("index"), int) and 0 <= u.attrs["index"] < len(outs)}
         _replace(comp, l2g, outs)
         if not l2g.users and l2g is not comp.root:
             comp.remove_instruction(l2g)
-            if not l2g.shape.is_tuple:
-                _keep_names(comp, {l2g.name: outs[0]})
+        _keep_names(comp, keep)
     return done
 
 
