@@ -101,9 +101,12 @@ def test_a_region_it_cannot_read_stays_as_written_with_a_note():
     assert m.sdy_manual_notes and "left as written" in m.sdy_manual_notes[0]
 
 
-@pytest.mark.parametrize("name", ["partial_gspmd", "partial", "two"])
+@pytest.mark.parametrize("name", ["partial_gspmd", "partial", "two", "partdata", "tuple"])
 def test_solve_writes_a_partly_manual_region_xla_takes(name, tmp_path):
-    """fresh 37 #5: solve refused the partly manual GSPMD export, naming a {manual} of its own completion."""
+    """fresh 37 #5: solve refused the partly manual GSPMD export, naming a {manual} of its own completion.  Held out
+    (``make_heldout.py``): ``partdata`` (``axis_names={"data"}``; a body constant, which reads no manual value, gets
+    its region's manual subgroups, not ``{manual}``) and ``tuple`` (a body of two results: ``LocalToGlobalShape``
+    of two operands)."""
     out = tmp_path / "o.hlo"
     r = CliRunner().invoke(main, ["solve", str(DATA / f"sm_{name}.hlo"), "--mesh", "2x4", "--deterministic",
                                   "--time-limit", "10", "-o", str(out)])
@@ -115,6 +118,8 @@ def test_solve_writes_a_partly_manual_region_xla_takes(name, tmp_path):
     assert calls and all(i.sharding is not None for i in calls)
     if "partial" in name:
         assert str(calls[0].sharding) == PART_LOCAL
+    if name == "tuple":
+        assert sum(1 for i in written.entry.instructions if i.custom_call_target == "SPMDShardToFullShape") == 3
 
 
 MLP = (ROOT / "samples" / "mlp_train_step.pre.hlo").read_text()

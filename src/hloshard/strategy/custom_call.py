@@ -83,7 +83,7 @@ def manual_group(instr, ctx) -> StrategyGroup:
     """One strategy: keep the instruction's (manual) sharding; no operand requirements.  An instruction
     without a manual sharding of its own gets its region's: ``{manual}``, or for a partly manual region
     (``shard_map(axis_names=...)``) its manual subgroups (:func:`hloshard.hlo.manual.manual_like`), read from
-    its operands."""
+    its operands, else (a constant of the body) from its computation's region (``ctx.manual_comps``)."""
 
     leaves = leaf_shapes(instr.shape)
     sh = instr.sharding
@@ -93,6 +93,9 @@ def manual_group(instr, ctx) -> StrategyGroup:
         elems = [sh] * len(leaves)
     else:
         src = _operand_manual(instr, ctx)
+        if src is None:   # reads no manual value (a constant): its region's kind
+            region = ctx.manual_comps.get(id(instr.parent))
+            src = region if isinstance(region, HloSharding) else None
         elems = [(manual_like(src, len(s.dims)) if src is not None and is_array(s) else None) or HloSharding.manual()
                  for s in leaves]
     if len(elems) != len(leaves):
