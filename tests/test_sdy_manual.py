@@ -92,13 +92,22 @@ def test_manual_like_keeps_the_manual_groups():
     assert manual_like(HloSharding.replicated(), 2) is None
 
 
-def test_a_region_it_cannot_read_stays_as_written_with_a_note():
+def test_a_region_it_cannot_read_is_an_error_at_its_custom_call(tmp_path):
+    """Left as written, it was priced as a per-device program (11,028.56) and XLA's partitioner refused the module
+    with a RET_CHECK while ``cost --xla`` exited 0; now exit 2 at the custom-call, nothing priced."""
     text = (DATA / "sm_full.hlo").read_text().replace('[{\\"data\\"}, {\\"model\\"}]>, <@mesh',
                                                       '[{\\"data\\":(1)2}, {\\"model\\"}]>, <@mesh', 1)
+    assert '\\"data\\":(1)2' in text
+    path = tmp_path / "sub.hlo"
+    path.write_text(text)
+    line = next(k + 1 for k, ln in enumerate(text.splitlines()) if "xla.sdy.GlobalToLocalShape" in ln)
+    r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "2x4"])
+    assert r.exit_code == 2 and r.stderr.startswith(f"{path}:{line}:"), r.output
+    assert "shard_map boundary hloshard does not read" in r.stderr and "Traceback" not in r.output
     m = parse_module(text, "t.hlo")
-    assert read_manual_computations(m) == 0
-    assert any(i.custom_call_target == "xla.sdy.GlobalToLocalShape" for i in m.all_instructions())
-    assert m.sdy_manual_notes and "left as written" in m.sdy_manual_notes[0]
+    with pytest.raises(Exception):
+        read_manual_computations(m)
+    assert any(i.custom_call_target == "xla.sdy.GlobalToLocalShape" for i in m.all_instructions())   # unchanged
 
 
 @pytest.mark.parametrize("name", ["partial_gspmd", "partial", "two", "partdata", "tuple"])

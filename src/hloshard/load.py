@@ -54,7 +54,7 @@ def load_text(text: str, filename: str, stablehlo: bool = False):
         module = parse_module(text, filename)
         module.source_info = SourceInfo("hlo", filename)
     read_result_shardings(module)   # jax's Shardy-mode out_shardings: kept like any annotation
-    read_manual_computations(module)   # jax's Shardy-mode shard_map: the manual region in GSPMD's spelling
+    read_manual_computations(module, filename)   # jax's Shardy-mode shard_map: the manual region in GSPMD's spelling
     return module
 
 

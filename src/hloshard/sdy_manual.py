@@ -29,8 +29,9 @@ as calls by name (:func:`hloshard.hlo.inline.is_inlinable_call`).
 
 Below :mod:`hloshard.load` (which applies it to every input) and above :mod:`hloshard.sdy_mesh` (whose mesh and
 one-value reading it uses).  Shardings it cannot read (sub-axes ``"x":(1)2``, a mesh the header does not define,
-a value count other than the operands') leave that region as it was written, with a note in
-``module.sdy_manual_notes``.
+a value count other than the operands') raise InputError at the custom-call (exit 2): left as written, the region
+was priced as a per-device program and its written plan refused by XLA's partitioner (fresh 37 #1), numbers that
+look like answers.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import math
 import re
 
+from .errors import InputError
 from .hlo.ir import Instruction
 from .hlo.shape import Shape
 from .hlo.sharding import HloSharding
@@ -280,25 +282,30 @@ def _body_call(g_users: list[Instruction]) -> Instruction | None:
     return None
 
 
-def read_manual_computations(module) -> int:
+def read_manual_computations(module, filename: str | None = None) -> int:
     """Rewrite every Shardy-mode ``shard_map`` of ``module`` (``xla.sdy.GlobalToLocalShape`` / body ``call`` /
     ``xla.sdy.LocalToGlobalShape``) into jax's GSPMD form of it, in place (module docstring).  Returns the number
-    of regions rewritten.  A region whose Shardy values it cannot read stays as written, with a line in
-    ``module.sdy_manual_notes`` (list of str).  Raises nothing on a parsed module."""
+    of regions rewritten.  Raises InputError (``filename``, the custom-call's line and column) at the first
+    custom-call whose Shardy values it cannot read, before changing anything."""
     targets = [i for i in module.all_instructions() if i.custom_call_target in (GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL)]
     if not targets:
         return 0
     meshes = module_meshes(module)
     names = _Names(module)
-    notes = module.__dict__.setdefault("sdy_manual_notes", [])
+    for i in targets:   # the values read before anything is changed
+        try:
+            fa = _frontend(i)
+            _values(str(fa.get("xla.sdy.in_shardings" if i.custom_call_target == GLOBAL_TO_LOCAL
+                               else "xla.sdy.out_shardings", "")), meshes)
+        except _Unreadable as exc:
+            raise _error(i, exc, filename) from None
     done = 0
     for g in [i for i in targets if i.custom_call_target == GLOBAL_TO_LOCAL]:
         comp = g.parent
         try:
             made, manual, mesh = _entering(g, meshes, names)
         except _Unreadable as exc:
-            notes.append(f"shard_map {g.name} left as written (Shardy values not read: {exc})")
-            continue
+            raise _error(g, exc, filename) from None
         for pin, enter in made:
             comp.add_instruction(pin, before=g)
             comp.add_instruction(enter, before=g)
@@ -328,8 +335,7 @@ def read_manual_computations(module) -> int:
         try:
             outs = _leaving(l2g, meshes, names, comp)
         except _Unreadable as exc:
-            notes.append(f"shard_map {l2g.name} left as written (Shardy values not read: {exc})")
-            continue
+            raise _error(l2g, exc, filename) from None
         for out in outs:
             comp.add_instruction(out, before=l2g)
         keep = {l2g.name: outs[0]} if not l2g.shape.is_tuple else \
@@ -340,6 +346,13 @@ def read_manual_computations(module) -> int:
             comp.remove_instruction(l2g)
         _keep_names(comp, keep)
     return done
+
+
+def _error(instr, exc, filename) -> InputError:
+    """The InputError of a boundary custom-call whose Shardy values are not read."""
+    return InputError(f"{instr.name}: a shard_map boundary hloshard does not read ({exc}): its region cannot be priced "
+                      f"per device; Shardy sub-axes and meshes the header does not define are not read",
+                      filename=filename, line=instr.line, column=instr.column or 1)
 
 
 def _keep_names(comp, keep: dict) -> None:
