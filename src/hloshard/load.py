@@ -18,6 +18,7 @@ import time
 
 from .hlo import parse_module
 from .io import is_stablehlo_path, read_text
+from .sdy_manual import read_manual_computations
 from .sdy_mesh import read_result_shardings
 from .stablehlo import mlir_signature, stablehlo_to_hlo
 
@@ -53,6 +54,7 @@ def load_text(text: str, filename: str, stablehlo: bool = False):
         module = parse_module(text, filename)
         module.source_info = SourceInfo("hlo", filename)
     read_result_shardings(module)   # jax's Shardy-mode out_shardings: kept like any annotation
+    read_manual_computations(module, filename)   # jax's Shardy-mode shard_map: the manual region in GSPMD's spelling
     return module
 
 

@@ -33,6 +33,7 @@ from .errors import InputError
 from .hlo import loops, parse_module, print_module
 from .hlo.attributes import Raw, parse_metadata
 from .hlo.inline import inline_calls
+from .hlo.manual import manual_kind
 from .hlo.sharding import HloSharding
 from .io import write_text_atomic
 from .sdy import NotExpressible, SdyMesh, dim_axes, module_sdy_mesh
@@ -207,6 +208,18 @@ class PendingPropagation:
             self._out.setdefault("error", RuntimeError("cancelled"))
 
 
+def _manual_boundary(instr) -> bool:
+    """A ``shard_map``'s boundary as jax writes it (``SPMDFullToShardShape`` / ``SPMDShardToFullShape``, the
+    ``Sharding`` custom-call that feeds the first or is fed by a manual value, any manual value): what the program
+    fixes, kept for XLA's propagation (dropped, XLA's partitioner stops on a RET_CHECK, custom_call_handler.cc:
+    ``hlo->sharding().IsManual() || hlo->sharding().IsManualSubgroup()``; issue 24)."""
+    if instr.custom_call_target in ("SPMDFullToShardShape", "SPMDShardToFullShape"):
+        return True
+    if manual_kind(instr.sharding) is not None:
+        return True
+    return instr.is_sharding_constraint and any(u.custom_call_target == "SPMDFullToShardShape" for u in instr.users)
+
+
 def _propagation_text(module, keep=(), nested: bool = False) -> tuple:
     """``(text, dims)``: ``module`` printed for XLA's propagation (:func:`xla_propagate`: every sharding but the
     entry's and ``keep``'s dropped, each instruction's name sent as its op_name -- with ``nested`` also in
@@ -234,7 +247,7 @@ def _propagation_text(module, keep=(), nested: bool = False) -> tuple:
                 instr.attrs.pop("custom_call_target", None)
             continue
         if instr.opcode != "parameter" and instr is not root and instr.sharding is not None \
-                and instr.name not in keep:
+                and instr.name not in keep and not _manual_boundary(instr):
             saved[instr] = instr.sharding
             instr.sharding = None
             if instr.is_sharding_constraint:

@@ -158,11 +158,19 @@ def _leaves(shape) -> list:
     return list(shape.leaves()) if shape.is_tuple else [shape]
 
 
+def _is_manual(sh) -> bool:
+    """``{manual}`` or a manual subgroup, on any leaf."""
+    if sh.is_tuple:
+        return any(_is_manual(e) for e in sh.tuple_elements)
+    return bool(sh.is_manual or "manual" in tuple(sh.subgroup_types or ()))
+
+
 def instruction_sdy(instr, mesh: SdyMesh) -> str | None:
     """The ``xla.sdy.sharding`` value for ``instr``'s ``sharding=``, None when it gets none (no
-    sharding, a ``tuple`` instruction, a non-entry parameter)."""
+    sharding, a ``tuple`` instruction, a non-entry parameter, a manual value: a ``shard_map``'s region, which
+    Shardy writes by its ``xla.sdy.*`` custom-calls and hloshard by GSPMD's, :mod:`hloshard.sdy_manual`)."""
     sh = instr.sharding
-    if sh is None or instr.opcode == "tuple":
+    if sh is None or instr.opcode == "tuple" or _is_manual(sh):
         return None
     entry_param = instr.opcode == "parameter" and instr.parent is not None and instr.parent.is_entry
     if instr.opcode == "parameter" and not entry_param:

@@ -34,7 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ManualProblem", "manual_kind", "manual_region_problems"]
+import numpy as np
+
+from .sharding import HloSharding
+
+__all__ = ["ManualProblem", "manual_kind", "manual_like", "manual_region_problems"]
 
 #: a wholly manual leaf (``{manual}``) and a partly manual one (a manual subgroup)
 FULL, PART = "manual", "partly manual"
@@ -52,6 +56,32 @@ def manual_kind(sharding) -> str | None:
     return None
 
 
+def manual_like(source, rank: int):
+    """The sharding of a rank-``rank`` value computed inside the manual region of ``source`` (a manual
+    :class:`~hloshard.hlo.sharding.HloSharding`), as XLA's partitioner takes it from an unannotated reader:
+    ``{manual}`` for a wholly manual ``source``; for a partly manual one the same manual subgroups (each manual
+    group: the devices that hold one manual shard) with every dim unsplit and the group's devices replicated
+    (``last_tile_dims={manual, replicated}``; ``{manual}`` subgroup alone when a group is one device), the form
+    jax's GSPMD export writes inside a partly manual ``shard_map`` body.  Writing ``{manual}`` there instead is
+    what XLA aborts on (``target.IsManualSubgroup() == sharding().IsManualSubgroup()``, fresh 37 #5).  None when
+    ``source`` is not manual."""
+    kind = manual_kind(source)
+    if kind == FULL:
+        return HloSharding.manual()
+    if kind != PART:
+        return None
+    ta = np.asarray(source.tile_assignment)
+    types = tuple(source.subgroup_types)
+    lead = ta.ndim - len(types)
+    m_axis = lead + types.index("manual")
+    rest = [k for k in range(ta.ndim) if k != m_axis]
+    groups = ta.transpose([m_axis] + rest).reshape(ta.shape[m_axis], -1)
+    within = groups.shape[1]
+    if within == 1:
+        return HloSharding.tiled(groups.reshape([1] * rank + [groups.shape[0]]), last_tile_dims=("manual",))
+    return HloSharding.tiled(groups.reshape([1] * rank + list(groups.shape)), last_tile_dims=("manual", "replicated"))
+
+
 @dataclass(frozen=True)
 class ManualProblem:
     """``instr`` reads a manual value (from ``source``, the manually sharded instruction it comes from) in a way
@@ -60,6 +90,9 @@ class ManualProblem:
     instr: object
     source: object
     message: str
+    #: the changes the message offers, each one XLA's partitioner takes (:data:`END`, :data:`ANNOTATE`,
+    #: :data:`UNMANUAL`; :func:`_fixes` says which apply where)
+    fixes: tuple = ()
 
 
 def _leaf_count(shape) -> int:
@@ -163,8 +196,9 @@ def _annotated_reader(instr, reads, own) -> ManualProblem | None:
             continue
         src = got[1]
         check = _CHECK[PART] if got[0] == PART else _CHECK[FULL] if kind is None else "sharding.IsManualSubgroup()"
+        fixes = _fixes(src, instr)
         return ManualProblem(instr, src, _words(src, got[0], f"{instr.name}, whose sharding {instr.sharding} is "
-                                                             f"{_KIND_WORDS[kind]}", check, instr.name))
+                                                             f"{_KIND_WORDS[kind]}", check, instr.name, fixes), fixes)
     return None
 
 
@@ -183,20 +217,48 @@ def _unannotated_output(root, leaves) -> list[ManualProblem]:
     if not sources:
         return []
     src = sources[0]
+    fixes = _fixes(src, root, root_leaves=_leaf_count(root.shape))
     return [ManualProblem(root, src, _words(src, FULL, f"the entry's output {root.name}, which carries no sharding "
-                                                      f"(XLA gives it a non-manual one)", _CHECK[FULL], root.name))]
+                                                      f"(XLA gives it a non-manual one)", _CHECK[FULL], root.name,
+                                            fixes), fixes)]
+
+
+#: the fixes a message may offer: end the region before the reader (``SPMDShardToFullShape``), annotate the reader
+#: with the value's manual kind, give the source a sharding that is not manual
+END, ANNOTATE, UNMANUAL = "end", "annotate", "unmanual"
+
+
+def _fixes(src, reader, root_leaves: int | None = None) -> tuple:
+    """The fixes XLA's partitioner takes for ``src``'s manual value read by ``reader`` (jaxlib 0.10.2, checked in
+    ``tests/test_manual_regions_oracle.py``): a source that is an entry parameter annotated manual is no
+    ``shard_map`` value (jax enters a region through ``SPMDFullToShardShape``), and ending a region that never began
+    with ``SPMDShardToFullShape`` still aborts XLA (fresh 37 #6: new user 36's MLP with a ``{manual}`` bias, every
+    output ended so: ``array.h`` ``new_num_elements == num_elements()``), so only its own sharding is offered; the
+    entry's output (``root_leaves`` its leaf count) annotated ``{manual}`` is taken for one leaf only (a root tuple of
+    five manual leaves so annotated aborts the same way)."""
+    out = []
+    if src.opcode != "parameter":
+        out.append(END)
+    if root_leaves is None or root_leaves == 1:
+        out.append(ANNOTATE)
+    out.append(UNMANUAL)
+    return tuple(out)
 
 
 _KIND_WORDS = {FULL: "wholly manual", PART: "partly manual (over a subgroup of the devices)", None: "not manual"}
 
 
-def _words(src, kind: str, reader: str, check: str, fix: str) -> str:
-    """The one message of a problem: what is manual, where it goes, what XLA does, what to change."""
+def _words(src, kind: str, reader: str, check: str, fix: str, fixes: tuple = (END, ANNOTATE, UNMANUAL)) -> str:
+    """The one message of a problem: what is manual, where it goes, what XLA does, what to change (``fixes``)."""
+    offers = {END: f"end the region with SPMDShardToFullShape before {fix}",
+              ANNOTATE: f"annotate {fix} {_WANT[kind]}",
+              UNMANUAL: f"give {src.name} a sharding that is not manual"}
+    said = [offers[f] for f in fixes]
+    change = said[0] if len(said) == 1 else ", ".join(said[:-1]) + ", or " + said[-1]
     return (f"{_name(src)} has sharding {src.sharding}, {_KIND_WORDS[kind]}: each device already holds its own "
             f"shard, as in a shard_map body; its value reaches {reader}, without leaving the manual region through "
             f"custom-call SPMDShardToFullShape (shard_map's end): XLA's SPMD partitioner aborts on this module "
-            f"(Check failed: {check}). End the region with SPMDShardToFullShape before {fix}, annotate {fix} "
-            f"{_WANT[kind]}, or give {src.name} a sharding that is not manual")
+            f"(Check failed: {check}). {change[0].upper()}{change[1:]}")
 
 
 _CHECK = {FULL: "!IsManualLeaf() && !IsUnknownLeaf()",

@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
-from .check import check_plan, program
+from .check import check_plan, program, warn_unmeasured
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
                     guard_share_figures, guard_summary, moves_seconds, start_baselines, user_sharded)
 from .jaxpr import (
@@ -66,6 +66,7 @@ from ..autoshard.solve import (
 from ..devices import get_profile
 from ..errors import HloshardError, InputError, SolveFailed
 from ..hlo import parse_module, print_module
+from ..sdy_manual import read_manual_computations
 from ..load import SourceInfo
 from ..mesh import DeviceMesh, refine_for_module
 from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
@@ -189,6 +190,7 @@ class AutoShardResult:
         compiled = self._jit_compiled() if self.program is not None else None
         comparison.jit_bytes = None if compiled is None else self.jit_bytes(compiled)
         comparison.jit_peak = None if compiled is None else _peak_of(compiled)
+        warn_unmeasured(comparison)   # XLA failed, or counted nothing where the plan predicts collectives: said
         if comparison.jit_bytes is not None and not comparison.xla_error and \
                 abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
             if self.your_layout_as_given:   # the same module both times: the partitioners differ
@@ -723,6 +725,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         opts = xc.hlo.HloPrintOptions()
         opts.print_metadata = True
         module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
+        read_manual_computations(module)   # a Shardy-mode shard_map read as its manual region (hloshard.sdy_manual)
         in_paths = leaf_paths
         out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
         module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)

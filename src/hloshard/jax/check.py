@@ -24,7 +24,8 @@ from .jaxpr import NotPromotable, runner
 
 import dataclasses
 
-__all__ = ["LeafCheck", "CheckReport", "relative_error", "verdict", "program", "traced_with_x64"]
+__all__ = ["LeafCheck", "CheckReport", "relative_error", "verdict", "program", "traced_with_x64", "xla_unmeasured",
+           "warn_unmeasured"]
 
 #: float64 relative error above which a plan computes another function.  float64 rounding of a step is
 #: ~1e-16 x the condition of the step; the plans measured (BENCHMARKS.md "helper guard, round 15": keras-hub
@@ -303,3 +304,33 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
         leaf.verdict = verdict(leaf.rel_err, rtol, leaf.rel_err_f64, leaf.rel_err_f32_floor)
         rows.append(leaf)
     return CheckReport(rows, float(rtol), bool(float64), note)
+
+
+def xla_unmeasured(comparison) -> str | None:
+    """Why ``comparison`` (a :class:`hloshard.xla_compare.Comparison`, :meth:`AutoShardResult.xla
+    <hloshard.jax.api.AutoShardResult.xla>`'s) holds no figure of XLA's, in words; None when XLA measured the plan.
+    Two cases: XLA did not partition the written module (``xla_error``: its ``xla_bytes`` is then 0 and its memory
+    all zeros, not measurements), or XLA's partitioned program has no collective where hloshard predicts some
+    (``xla_bytes`` 0 beside a positive ``predicted_bytes``: the program XLA ran moves nothing, so it is not the plan
+    priced -- fresh 37 #1: a Shardy-mode ``shard_map`` read as a per-device program).  A script that prints
+    ``xla_bytes`` alone read "XLA moves 0 B" in both (fresh 37 #1)."""
+    error = getattr(comparison, "xla_error", None)
+    if error:
+        predicted = comparison.predicted_bytes
+        return (f"plan.xla(): XLA did not partition the written module ({error}): its xla_bytes (0) and memory are "
+                f"not XLA's figures" + (f"; hloshard predicts {predicted:,.0f} B of collectives per device"
+                                        if predicted > 0 else ""))
+    if comparison.xla_bytes == 0 and comparison.predicted_bytes > 0:
+        return (f"plan.xla(): XLA's partitioned program has no collective where hloshard predicts "
+                f"{comparison.predicted_bytes:,.0f} B per device: the program XLA partitioned is not the plan priced "
+                f"(hloshard cost on plan.hlo_text --xla shows it instruction by instruction)")
+    return None
+
+
+def warn_unmeasured(comparison) -> None:
+    """:func:`xla_unmeasured`'s words as a ``UserWarning`` (one), when there are any."""
+    import warnings
+
+    note = xla_unmeasured(comparison)
+    if note is not None:
+        warnings.warn(note, stacklevel=3)

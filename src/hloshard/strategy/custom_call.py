@@ -23,6 +23,7 @@ from .base import COMPUTE_COST_PER_FLOP, Strategy, StrategyGroup, is_array, is_m
 from .elementwise import follow_group, free_group
 from .registry import register, register_backward, register_result_flops, replicated_group
 from ..cost import collectives
+from ..hlo.manual import FULL, PART, manual_kind, manual_like
 from ..hlo.shape import element_byte_size
 from ..hlo.sharding import HloSharding
 
@@ -59,15 +60,44 @@ def is_manual_instruction(instr, ctx) -> bool:
     return False
 
 
+def _operand_manual(instr, ctx):
+    """The manual sharding ``instr`` reads (wholly manual over partly, as XLA's propagation gives an unannotated
+    reader: :mod:`hloshard.hlo.manual`), None when no operand leaf is manual."""
+    best = None
+    for op in instr.operands:
+        if op not in ctx.groups:
+            continue
+        for leaf, s in enumerate(leaf_shapes(op.shape)):
+            if not is_array(s) or not ctx.is_manual_leaf(op, leaf):
+                continue
+            for out in ctx.leaf_specs(op, leaf)[:1]:
+                kind = manual_kind(out) if isinstance(out, HloSharding) else None
+                if kind == FULL:
+                    return out
+                if kind == PART and best is None:
+                    best = out
+    return best
+
+
 def manual_group(instr, ctx) -> StrategyGroup:
-    """One strategy: keep the instruction's (manual) sharding; no operand requirements."""
+    """One strategy: keep the instruction's (manual) sharding; no operand requirements.  An instruction
+    without a manual sharding of its own gets its region's: ``{manual}``, or for a partly manual region
+    (``shard_map(axis_names=...)``) its manual subgroups (:func:`hloshard.hlo.manual.manual_like`), read from
+    its operands, else (a constant of the body) from its computation's region (``ctx.manual_comps``)."""
 
     leaves = leaf_shapes(instr.shape)
     sh = instr.sharding
     if sh is not None and sh.is_tuple:
         elems = list(sh.tuple_elements)
+    elif sh is not None and _is_manual_sharding(sh):
+        elems = [sh] * len(leaves)
     else:
-        elems = [sh if (sh is not None and _is_manual_sharding(sh)) else HloSharding.manual()] * len(leaves)
+        src = _operand_manual(instr, ctx)
+        if src is None:   # reads no manual value (a constant): its region's kind
+            region = ctx.manual_comps.get(id(instr.parent))
+            src = region if isinstance(region, HloSharding) else None
+        elems = [(manual_like(src, len(s.dims)) if src is not None and is_array(s) else None) or HloSharding.manual()
+                 for s in leaves]
     if len(elems) != len(leaves):
         elems = [HloSharding.manual()] * len(leaves)
     mem = sum(ctx.minfo.bytes_per_device(s, e) for s, e in zip(leaves, elems) if is_array(s))

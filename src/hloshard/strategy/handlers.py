@@ -19,6 +19,8 @@ from .base import price_roofline
 from ..cost.combiner import share_latency
 from .control_flow import called, trip_count
 from .custom_call import is_manual_instruction, manual_group
+from ..hlo.manual import manual_kind
+from ..hlo.sharding import HloSharding
 from .registry import (
     DROPPED_ANNOTATION, HANDLERS, BuildContext, _check_nonempty, _free_rematerialized, apply_fixed, _fixed_specs,
     replicated_group,
@@ -99,6 +101,9 @@ def _visit_manual_callees(instr, group, ctx) -> None:
     (every instruction keeps a manual sharding); their parameters alias the operands (the loop state
     for a while) so that the bodies are still visited and annotated."""
     ctx.set_group(instr, group)
+    outs = group.strategies[0].out
+    region = next((o for o in (outs if isinstance(outs, tuple) else (outs,)) if manual_kind(o) is not None),
+                  HloSharding.manual())
     if instr.opcode == "call":
         pairs = [(called(instr, "to_apply", 0), list(instr.operands))]
     elif instr.opcode == "while":
@@ -108,7 +113,7 @@ def _visit_manual_callees(instr, group, ctx) -> None:
     for comp, sources in pairs:
         if comp is None:
             continue
-        ctx.manual_comps.add(id(comp))
+        ctx.manual_comps[id(comp)] = region
         for k, p in enumerate(comp.parameters):
             src = sources[k] if k < len(sources) else sources[-1]
             ctx.set_group(p, alias_leaves(p, src, range(len(leaf_shapes(src.shape)))))

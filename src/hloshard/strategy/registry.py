@@ -75,8 +75,9 @@ class BuildContext:
         self.fixed: dict = fixed or {}
         self.weights: dict = {}
         self.manual_nodes: set = set()
-        #: ids of computations called from inside a manual region (manual as a whole)
-        self.manual_comps: set = set()
+        #: ids of computations called from inside a manual region (manual as a whole) -> the region's manual
+        #: sharding (``{manual}`` or a manual subgroup: what an instruction of it reading no manual value gets)
+        self.manual_comps: dict = {}
         #: small modules get the exhaustive search space (e.g. dot strategies leaving a mesh axis idle)
         self.exhaustive = False
         self.writes_loop_state = True   #: False: ``cost`` of a module as given (control_flow._captured)
