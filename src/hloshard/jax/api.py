@@ -13,7 +13,8 @@ Flow:
 3. The step's state is tied (:func:`hloshard.jax.state.find_ties`): each result leaf that is the next value of an
    argument leaf leaves in that leaf's sharding (``module.ties``, :mod:`hloshard.autoshard.aliases`).
 4. :func:`hloshard.autoshard.solve_module` chooses a sharding for every instruction on the mesh
-   (logical device ids = positions in ``mesh.devices.flat``, the order of jax's device assignment) and
+   (logical device ids = positions in ``mesh.devices.flat``, the order of jax's device assignment, whatever the
+   jax device ids are: a permuted ``Mesh`` is planned as the iota one, :func:`_positions`) and
    writes it with the operand pins (:mod:`hloshard.strategy.realize`), as ``hloshard solve
    --pin-operands`` does.
 5. Entry parameter / output shardings become ``NamedSharding(mesh, PartitionSpec)`` over the mesh's axis
@@ -318,6 +319,14 @@ def _is_sharded(leaf, mesh, path: str = "") -> bool:
         raise ValueError(f"{what} is sharded ({sh.spec}) on {jax_mesh_difference(sh.mesh, mesh)}: put it on `mesh` "
                          f"(jax.device_put(x, NamedSharding(mesh, spec))) or pass it unsharded")
     return True
+
+
+def _positions(mesh) -> str:
+    """The device ids of the :class:`hloshard.mesh.DeviceMesh` of a ``jax.sharding.Mesh`` as ``--device-ids`` takes
+    them: ``0,1,...,N-1`` whatever the order of ``mesh.devices``.  A jax-lowered module numbers its devices by
+    position in ``mesh.devices.flat`` (the compile's device assignment is that list), so the plan is made and
+    written on positions and ``NamedSharding(mesh, spec)`` puts position i on ``mesh.devices.flat[i]``."""
+    return ",".join(str(i) for i in range(int(mesh.devices.size)))
 
 
 def _spec(sharding, rank: int, sdy_mesh):
@@ -729,14 +738,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         tuple_root = module.entry.root.shape.is_tuple
         module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
                        for j, q, mode, don, source in state_ties]
-        # the user's axis names and device order, so reports and constraints speak of "data" / "model"
-        dmesh = DeviceMesh.parse(named_mesh_spec(mesh.axis_names, mesh.devices.shape),
-                                 device_ids=",".join(str(d.id) for d in mesh.devices.flat))
+        # the user's axis names, so reports and constraints speak of "data" / "model".  The device ids are the
+        # module's logical ids, which jax numbers by position in ``mesh.devices.flat`` (its device assignment is
+        # that list: ``jax.jit``'s HLO writes P("data") of Mesh(devices[::-1]) as ``<=[8]``, as of the iota
+        # mesh), so the mesh is iota whatever the jax ids are; NamedSharding(mesh, spec) maps a position back
+        # to its device (issue 24, round 38: with the jax ids, a permuted mesh's plan had no PartitionSpec form)
+        positions = _positions(mesh)
+        dmesh = DeviceMesh.parse(named_mesh_spec(mesh.axis_names, mesh.devices.shape), device_ids=positions)
         sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
         if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
             try:
                 dmesh, scale, budget = timed_mesh_from_options(
-                    module, mesh_spec, ",".join(str(d.id) for d in mesh.devices.flat), None, None, device, budget)
+                    module, mesh_spec, positions, None, None, device, budget)
             except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
                 raise ValueError(str(exc)) from None
             dmesh.source = "given"   # the caller's jax Mesh, not the CLI's --mesh (DeviceMesh.describe)
