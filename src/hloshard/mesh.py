@@ -48,8 +48,8 @@ MAX_MESH_AXES = 8
 #: (rank + 1) ** axes): further shardings are priced as written.
 MAX_REFINED_AXES = 6
 
-__all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_mesh", "module_named_mesh",
-           "refine_for_module", "sharding_cuts"]
+__all__ = ["DeviceMesh", "DeviceOrder", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_device_order",
+           "infer_mesh", "module_named_mesh", "refine_for_module", "sharding_cuts"]
 
 
 class ShardingMeshMismatch(InputError):
@@ -291,12 +291,17 @@ class DeviceMesh:
         """
         n = getattr(module, "num_partitions", None) if module is not None else None
         stated = n is not None and int(n) > 1
+        inferred_order = None
         if spec is not None:
             mesh = cls.parse(spec, device_ids, alpha, beta)
             source = "--mesh"
             if stated and mesh.num_devices != int(n):
                 raise UsageError(f"--mesh {mesh} has {counted(mesh.num_devices, 'device')} but the module has "
                                  f"num_partitions={int(n)}")
+            if device_ids is None and module is not None and module_named_mesh(module) is None:
+                inferred_order = _agreed_order(module, mesh.num_devices, mesh.shape, str(mesh))
+                if inferred_order is not None:
+                    mesh = cls(mesh.shape, inferred_order.ids, mesh.alpha, mesh.beta, axis_names=mesh.axis_names)
             named = module_named_mesh(module) if module is not None else None
             if named is not None and tuple(named[1]) != tuple(mesh.shape):
                 own = ",".join(f"{a}={k}" for a, k in zip(named[0], named[1]))
@@ -313,17 +318,25 @@ class DeviceMesh:
                 names, shape, ids = named
                 mesh = cls(shape, device_ids if device_ids is not None else ids, alpha, beta, axis_names=names)
                 source = "module mesh"
+            ids = _ids(device_ids)
+            if mesh is None and ids is None:
+                count = int(n) if stated else _sharding_device_count(module)
+                inferred_order = _agreed_order(module, count, None, f"of {count} devices") if count else None
+                ids = None if inferred_order is None else list(inferred_order.ids)
             if mesh is None:
-                inferred = infer_mesh(module, int(n) if stated else None)
+                inferred = infer_mesh(module, int(n) if stated else None, ids, infer_order=False)
                 if inferred is not None and len(inferred) > 1:
-                    mesh, source = cls(inferred, _ids(device_ids), alpha, beta), "inferred"
+                    mesh, source = cls(inferred, ids, alpha, beta), "inferred"
             if mesh is None:
                 count = int(n) if stated else _sharding_device_count(module)
                 if count is None:
                     raise UsageError("the device mesh is unknown: the module states no num_partitions, so pass "
                                      "--mesh (e.g. --mesh 2x4)")
-                mesh = cls((count,), _ids(device_ids), alpha, beta)
+                mesh = cls((count,), ids, alpha, beta)
                 source = "num_partitions" if stated else "inferred"
+        if inferred_order is not None:
+            mesh.notes.append(f"device order {inferred_order.words()} inferred from the module's shardings (they "
+                              f"list their devices in that order; --device-ids sets another)")
         mesh.source = source
         if refine and module is not None:
             mesh = refine_for_module(mesh, module)
@@ -798,6 +811,16 @@ class SubAxis:
     size: int
 
 
+def _agreed_order(module, n: int, shape, mesh_desc: str):
+    """:func:`infer_device_order` for :meth:`DeviceMesh.for_module` without ``--device-ids``: None (the
+    iota order) or the order the module's shardings agree on.  Raises UsageError, naming
+    ``--device-ids``, when they follow orders no one mesh holds."""
+    order = infer_device_order(module, n, shape)
+    if order is not None and order.skipped:
+        raise UsageError(order.conflict_message(mesh_desc))
+    return order
+
+
 def _ids(device_ids):
     if isinstance(device_ids, str):
         return _parse_list(device_ids, "--device-ids", int)
@@ -942,17 +965,206 @@ def module_named_mesh(module):
                                                            [int(x) for x in m.device_ids])
 
 
-def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None:
+def infer_mesh(module, num_devices: int | None = None, device_ids=None,
+               infer_order: bool = True) -> tuple[int, ...] | None:
     """The coarsest mesh every tiled user sharding of ``module`` maps onto (whole axes, any order),
     found by factorizing their tile assignments' device orders (:func:`sharding_cuts`) and merging the
     cuts; None when the module has no tiled sharding of ``num_devices`` (default: the largest device
     count) devices. Shardings no mesh holds, or whose cuts conflict with earlier ones, are skipped
-    (they are priced as written)."""
+    (they are priced as written).  ``device_ids``: the device at each position of the flat mesh order
+    (``--device-ids``); None: with ``infer_order`` the order the shardings agree on
+    (:func:`infer_device_order`), else (or when they agree on none) iota."""
     n = num_devices or _sharding_device_count(module)
     if not n:
         return None
-    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, None, MAX_REFINED_AXES)
+    if device_ids is None and infer_order:
+        order = infer_device_order(module, n)
+        device_ids = None if order is None or order.skipped else order.ids
+    positions = None if device_ids is None else _positions_of(device_ids, n)
+    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, positions, MAX_REFINED_AXES)
     return _cuts_to_shape(cuts) if seen else None
+
+
+def _positions_of(device_ids, n: int):
+    """``positions[d]``: the position of device ``d`` in the flat order ``device_ids`` (a permutation of
+    ``0..n-1``); None when that is the iota order or not a permutation (the mesh's own check says so)."""
+    ids = np.asarray(device_ids, dtype=np.int64).ravel()
+    if ids.size != n or sorted(ids.tolist()) != list(range(n)) or np.array_equal(ids, np.arange(n)):
+        return None
+    positions = np.empty(n, dtype=np.int64)
+    positions[ids] = np.arange(n)
+    return positions
+
+
+# ------------------------------------------------------------------------------------------------
+# The device order a module's shardings imply.
+#
+# A module's shardings name logical device ids.  A jax Mesh built from devices in another order than
+# their ids (mesh_utils.create_device_mesh on a TPU slice, a reversed or permuted device array) lowers
+# to the iota form, but a module whose device ids were relabelled (an export of another program's
+# device assignment, a hand-written module) lists them in another order: `P("data")` of a 2x4 mesh of
+# devices 7..0 is `{devices=[2,1,4]7,6,5,4,3,2,1,0 last_tile_dim_replicate}`.  Such shardings are no
+# transposed mixed-radix numbering of the device ids (sharding_cuts), but they are of the *positions*
+# of the devices in the mesh's order.  Each tiled dim of a sharding gives every device a coordinate
+# (its tile index along that dim); a tuple of independent coordinates, major first (completed by the
+# device ids' own order inside each group), is a candidate order; the one under which most shardings
+# map, then with the fewest cuts, is the module's.
+# ------------------------------------------------------------------------------------------------
+
+#: Coordinates read from the module's shardings at most (the first, in text order) and candidate
+#: orders tried at most: a bound on the search where the iota order does not fit (real modules name
+#: two to four mesh axes: a handful of coordinates).
+MAX_ORDER_COORDS = 12
+MAX_ORDER_CANDIDATES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceOrder:
+    """The device order a module's shardings imply (:func:`infer_device_order`).
+
+    ``ids``: the device at each position of the flat mesh order (a permutation of ``0..N-1``, what
+    ``--device-ids`` takes); ``skipped``: the instructions whose shardings map onto no refinement of the
+    mesh in that order (none: the shardings agree on it); ``iota_skipped``: those that map in no
+    refinement of the iota order."""
+
+    ids: tuple[int, ...]
+    skipped: tuple[str, ...]
+    iota_skipped: tuple[str, ...]
+
+    def words(self) -> str:
+        """The order for a message: ``7,6,5,4,3,2,1,0``."""
+        return ",".join(map(str, self.ids))
+
+    def conflict_message(self, mesh_desc: str) -> str:
+        """Why no one order holds the module's shardings, naming ``--device-ids`` (a UsageError's text)."""
+        def listing(names):
+            names = sorted(set(names))
+            return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+        n = len(self.ids)
+        return (f"the module's shardings list their devices in orders no one mesh {mesh_desc} holds: those of "
+                f"{listing(self.iota_skipped)} fit no mesh in the order 0..{n - 1}, and in the order that fits "
+                f"most of them ({self.words()}) those of {listing(self.skipped)} fit none; pass --device-ids "
+                f"with the device at each mesh position (e.g. --device-ids {self.words()}) to say which order the "
+                f"devices are in: shardings that do not fit it are priced as written")
+
+
+def _sharding_groups(module, n: int) -> list:
+    """The distinct tiled ``n``-device user shardings of ``module`` in text order, each as
+    ``(sharding, [instruction names])``."""
+    groups: dict = {}
+    for instr, leaf in _module_shardings(module):
+        if leaf.num_devices != n:
+            continue
+        groups.setdefault(leaf.without_metadata(), (leaf, []))[1].append(instr.name)
+    return list(groups.values())
+
+
+def _order_fit(groups, base: set[int], positions, limit: int) -> tuple[set[int], list[str]]:
+    """(cuts, skipped instruction names) of ``groups`` (:func:`_sharding_groups`) merged onto ``base`` in
+    order ``positions`` (:func:`_merge_sharding_cuts`' rule on distinct shardings: a sharding that
+    conflicts once conflicts with every later superset of cuts)."""
+    cuts, skipped = set(base), []
+    for sharding, names in groups:
+        need = sharding_cuts(sharding, positions)
+        if need is not None and need <= cuts:
+            continue
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
+            skipped.extend(names)
+            continue
+        cuts |= need
+    return cuts, skipped
+
+
+def _coordinates(groups, n: int) -> list[np.ndarray]:
+    """Per tiled dim of each sharding of ``groups`` (in text order), each device's tile index along it
+    (``coord[d]``), distinct, at most :data:`MAX_ORDER_COORDS`."""
+    out, seen = [], set()
+    for sharding, _ in groups:
+        ta = np.asarray(sharding.tile_assignment, dtype=np.int64)
+        if ta.size != n or sorted(ta.ravel().tolist()) != list(range(n)):
+            continue
+        idx = np.indices(ta.shape).reshape(ta.ndim, -1)
+        for k, t in enumerate(sharding.tile_dims):
+            if t <= 1:
+                continue
+            coord = np.empty(n, dtype=np.int64)
+            coord[ta.ravel()] = idx[k]
+            key = coord.tobytes()
+            if key not in seen:
+                seen.add(key)
+                out.append(coord)
+            if len(out) >= MAX_ORDER_COORDS:
+                return out
+    return out
+
+
+def _candidate_orders(coords: list[np.ndarray], n: int):
+    """Device orders (the device at each position) from ordered tuples of independent coordinates
+    (:func:`_coordinates`), major first, whose sizes multiply to a divisor of ``n``: the position is the
+    tuple's mixed-radix value, the devices of one value in ascending id order.  Shorter tuples first;
+    at most :data:`MAX_ORDER_CANDIDATES`."""
+    sizes = [int(c.max()) + 1 for c in coords]
+    seen: set = set()
+    count = 0
+    # (coordinates chosen, each device's mixed-radix value of them, the product of their sizes)
+    frontier = [((), np.zeros(n, dtype=np.int64), 1)]
+    while frontier and count < MAX_ORDER_CANDIDATES:
+        nxt = []
+        for chosen, value, prod in frontier:
+            for j, c in enumerate(coords):
+                if j in chosen or n % (prod * sizes[j]):
+                    continue
+                v = value * sizes[j] + c
+                p = prod * sizes[j]
+                counts = np.bincount(v, minlength=p)
+                if counts.size != p or not np.all(counts == n // p):   # not independent of the chosen ones
+                    continue
+                order = np.lexsort((np.arange(n), v))
+                key = order.tobytes()
+                if key not in seen:
+                    seen.add(key)
+                    count += 1
+                    yield order
+                    if count >= MAX_ORDER_CANDIDATES:
+                        return
+                if p < n:
+                    nxt.append((chosen + (j,), v, p))
+        frontier = nxt
+
+
+def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> DeviceOrder | None:
+    """The order of the ``n`` devices that the module's tiled shardings imply (module comment above),
+    for a mesh of ``shape`` (None: any shape): None when every sharding maps onto a refinement of the
+    mesh in the iota order (the common case: one pass over the shardings), or when no other order maps
+    more of them; else the :class:`DeviceOrder` under which the most instructions' shardings map, then
+    with the fewest cuts (the least refinement), the first found on a tie.  Its ``skipped`` is empty
+    when the shardings agree on it; otherwise they conflict (the caller stops and names
+    ``--device-ids``)."""
+    if n <= 1 or module is None:
+        return None
+    groups = _sharding_groups(module, n)
+    if not groups:
+        return None
+    base = _shape_cuts(shape) if shape is not None else {1, n}
+    limit = max(MAX_REFINED_AXES, len(base) - 1)
+    iota_cuts, iota_skipped = _order_fit(groups, base, None, limit)
+    if not iota_skipped:
+        return None
+    best = (len(iota_skipped), len(iota_cuts))
+    found = None
+    for order in _candidate_orders(_coordinates(groups, n), n):
+        positions = np.empty(n, dtype=np.int64)
+        positions[order] = np.arange(n)
+        cuts, skipped = _order_fit(groups, base, positions, limit)
+        score = (len(skipped), len(cuts))
+        if score < best:
+            best, found = score, (order, skipped)
+            if not skipped and cuts == base:   # nothing can do better
+                break
+    if found is None:
+        return None
+    return DeviceOrder(tuple(int(d) for d in found[0]), tuple(found[1]), tuple(iota_skipped))
 
 
 def _merge_sharding_cuts(module, n: int, cuts: set[int], positions, limit: int):
