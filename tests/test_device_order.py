@@ -103,3 +103,116 @@ def test_auto_shard_plans_a_permuted_mesh_as_the_iota_one():
         assert got["specs"] == base["specs"], (name, got["specs"], base["specs"])
         assert got["jit_bytes"] == base["jit_bytes"] and got["jit_peak"] == base["jit_peak"], (name, got, base)
         assert got["predicted"] == base["predicted"], name
+
+
+# ---------------------------------------------------------------------------------------------------- the CLI
+
+def relabel(module, ids):
+    """``module`` with every sharding's device ``p`` renamed ``ids[p]``: the same program on a mesh whose position
+    ``p`` holds device ``ids[p]`` (what an export of such a device assignment writes)."""
+    ids = np.asarray(ids, dtype=np.int64)
+
+    def one(sh):
+        if sh.is_tuple:
+            return HloSharding.tuple([one(e) for e in sh.tuple_elements])
+        if sh.kind != "tiled":
+            return sh
+        return HloSharding.tiled(ids[np.asarray(sh.tile_assignment)], last_tile_dim_replicate=sh.last_tile_dim_replicate,
+                                 last_tile_dims=sh.subgroup_types)
+
+    for instr in module.all_instructions():
+        if instr.sharding is not None:
+            instr.sharding = one(instr.sharding)
+    return module
+
+
+def _relabelled(tmp_path, ids, name="rev.hlo", sample="mlp_train_step.pre.hlo"):
+    module = relabel(parse_module((SAMPLES / sample).read_text(), sample), ids)
+    path = tmp_path / name
+    path.write_text(print_module(module))
+    return path
+
+
+def _cost(path, *options):
+    import json
+
+    r = CliRunner().invoke(cli_main, ["cost", str(path), "--format", "json", *options])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+REVERSED = list(range(8))[::-1]
+SWAPPED = [0, 1, 5, 3, 4, 2, 6, 7]
+PERMUTED = [3, 6, 0, 5, 7, 1, 4, 2]
+
+
+@pytest.mark.parametrize("ids", [REVERSED, SWAPPED, PERMUTED], ids=["reversed", "swap25", "perm"])
+def test_the_order_is_inferred_from_the_shardings(tmp_path, ids):
+    """fresh37 finding 2(b): the MLP sample with its devices relabelled was priced as if its shardings did not fit
+    the mesh (1,403,367.06 on --mesh 2x4 instead of 224,110.51; no --mesh: a 1-D mesh of 8)."""
+    module = relabel(parse_module((SAMPLES / "mlp_train_step.pre.hlo").read_text(), "s"), ids)
+    order = infer_device_order(module, 8, (2, 4))
+    assert order is not None and list(order.ids) == ids and not order.skipped, order
+    assert order.other is None and len(order.fits) == 5   # x, y and three parameters, all in that order
+    assert infer_device_order(parse_module((SAMPLES / "mlp_train_step.pre.hlo").read_text(), "s"), 8, (2, 4)) is None
+    mesh = DeviceMesh.for_module(module, "2x4")
+    assert mesh.device_ids.ravel().tolist() == ids and not mesh.is_refined
+    assert any("device order" in n and "inferred from the module's shardings" in n for n in mesh.notes), mesh.notes
+    assert not any("priced as written" in n for n in mesh.notes), mesh.notes
+    # without --mesh: the 2x4 mesh in that order, as the shardings imply
+    alone = DeviceMesh.for_module(module, None)
+    assert alone.shape == (2, 4) and alone.device_ids.ravel().tolist() == ids
+    # --device-ids still decides (here the iota order: the shardings fit no refinement of it, priced as written)
+    given = DeviceMesh.for_module(module, "2x4", device_ids=",".join(map(str, range(8))))
+    assert given.is_iota and any("priced as written" in n for n in given.notes)
+    path = tmp_path / "rev.hlo"
+    path.write_text(print_module(module))
+    base, rev = _cost(SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4"), _cost(path, "--mesh", "2x4")
+    assert rev["total_cost"] == base["total_cost"] and rev["predicted_bytes_per_device"] == \
+        base["predicted_bytes_per_device"] and rev["peak_memory_per_device"] == base["peak_memory_per_device"]
+
+
+def test_solve_keeps_the_order_and_its_output_prices_as_the_iota_solve(tmp_path):
+    """The written module keeps the devices' order in its shardings, so `cost` of it (no options: the README says a
+    written module needs none) prices the plan that was solved, at the iota solve's figures; before, the plan was
+    solved as if the shardings did not fit (748,001.16) and its output priced on a 1-D mesh of 8."""
+    import json
+
+    rev = _relabelled(tmp_path, REVERSED)
+    outs = {}
+    for name, src in (("iota", SAMPLES / "mlp_train_step.pre.hlo"), ("rev", rev)):
+        out, rep = tmp_path / f"s_{name}.hlo", tmp_path / f"{name}.json"
+        r = CliRunner().invoke(cli_main, ["solve", str(src), "--mesh", "2x4", "--deterministic", "--time-limit", "10",
+                                          "-o", str(out), "--report", str(rep), "--quiet"])
+        assert r.exit_code == 0, r.output
+        outs[name] = (out, json.loads(rep.read_text()))
+    (s_iota, r_iota), (s_rev, r_rev) = outs["iota"], outs["rev"]
+    assert r_rev["objective"] == r_iota["objective"], (r_rev["objective"], r_iota["objective"])
+    text = s_rev.read_text()
+    assert "7,6,5,4,3,2,1,0" in text and "<=[" not in text   # every device list in the module's own order
+    priced = _cost(s_rev)
+    assert priced["mesh"]["device_ids"] == REVERSED and priced["mesh"]["shape"] == [2, 4]
+    iota = _cost(s_iota)
+    assert priced["total_cost"] == iota["total_cost"]
+    assert priced["predicted_bytes_per_device"] == iota["predicted_bytes_per_device"] > 0
+    assert priced["peak_memory_per_device"] == iota["peak_memory_per_device"]
+
+
+def test_shardings_in_two_orders_stop_naming_device_ids(tmp_path):
+    """Half the shardings in the iota order, half reversed: no one mesh holds them; the command stops (exit 2) and
+    names --device-ids, which then decides."""
+    module = parse_module((SAMPLES / "mlp_train_step.pre.hlo").read_text(), "s")
+    rev = relabel(parse_module((SAMPLES / "mlp_train_step.pre.hlo").read_text(), "s"), REVERSED)
+    params = [i for i in module.entry.instructions if i.opcode == "parameter" and i.sharding is not None]
+    assert len(params) >= 3
+    back = {i.name: i.sharding for i in rev.entry.instructions}
+    for instr in params[:2]:   # the first two parameters reversed, the others as they were
+        instr.sharding = back[instr.name]
+    path = tmp_path / "mixed.hlo"
+    path.write_text(print_module(module))
+    r = CliRunner().invoke(cli_main, ["cost", str(path), "--mesh", "2x4"])
+    assert r.exit_code == 2, r.output
+    assert "--device-ids" in r.output and "orders no one mesh 2x4 holds" in r.output, r.output
+    assert "Traceback" not in r.output
+    ok = CliRunner().invoke(cli_main, ["cost", str(path), "--mesh", "2x4", "--device-ids", "0,1,2,3,4,5,6,7"])
+    assert ok.exit_code == 0, ok.output

@@ -816,9 +816,9 @@ def _agreed_order(module, n: int, shape, mesh_desc: str):
     iota order) or the order the module's shardings agree on.  Raises UsageError, naming
     ``--device-ids``, when they follow orders no one mesh holds."""
     order = infer_device_order(module, n, shape)
-    if order is not None and order.skipped:
+    if order is not None and order.other is not None:
         raise UsageError(order.conflict_message(mesh_desc))
-    return order
+    return None if order is None or order.is_iota else order
 
 
 def _ids(device_ids):
@@ -979,7 +979,7 @@ def infer_mesh(module, num_devices: int | None = None, device_ids=None,
         return None
     if device_ids is None and infer_order:
         order = infer_device_order(module, n)
-        device_ids = None if order is None or order.skipped else order.ids
+        device_ids = None if order is None or order.other is not None else order.ids
     positions = None if device_ids is None else _positions_of(device_ids, n)
     cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, positions, MAX_REFINED_AXES)
     return _cuts_to_shape(cuts) if seen else None
@@ -1023,30 +1023,40 @@ class DeviceOrder:
     """The device order a module's shardings imply (:func:`infer_device_order`).
 
     ``ids``: the device at each position of the flat mesh order (a permutation of ``0..N-1``, what
-    ``--device-ids`` takes); ``skipped``: the instructions whose shardings map onto no refinement of the
-    mesh in that order (none: the shardings agree on it); ``iota_skipped``: those that map in no
-    refinement of the iota order."""
+    ``--device-ids`` takes) under which most of the shardings map; ``fits``: the instructions whose
+    shardings map in it; ``skipped``: those that map onto no refinement of the mesh in it (priced as
+    written).  ``other`` / ``other_fits``: where two or more of the skipped shardings map in another
+    order, that order and those instructions (the shardings conflict: the caller stops and names
+    ``--device-ids``); else None / ()."""
 
     ids: tuple[int, ...]
+    fits: tuple[str, ...]
     skipped: tuple[str, ...]
-    iota_skipped: tuple[str, ...]
+    other: tuple[int, ...] | None = None
+    other_fits: tuple[str, ...] = ()
+
+    @property
+    def is_iota(self) -> bool:
+        return list(self.ids) == list(range(len(self.ids)))
 
     def words(self) -> str:
-        """The order for a message: ``7,6,5,4,3,2,1,0``."""
+        """The order as ``--device-ids`` takes it: ``7,6,5,4,3,2,1,0``."""
         return ",".join(map(str, self.ids))
 
     def conflict_message(self, mesh_desc: str) -> str:
         """Why no one order holds the module's shardings, naming ``--device-ids`` (a UsageError's text)."""
         def listing(names):
             names = sorted(set(names))
-            return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
-        n = len(self.ids)
+        def order(ids):
+            return ",".join(map(str, ids))
+
         return (f"the module's shardings list their devices in orders no one mesh {mesh_desc} holds: those of "
-                f"{listing(self.iota_skipped)} fit no mesh in the order 0..{n - 1}, and in the order that fits "
-                f"most of them ({self.words()}) those of {listing(self.skipped)} fit none; pass --device-ids "
-                f"with the device at each mesh position (e.g. --device-ids {self.words()}) to say which order the "
-                f"devices are in: shardings that do not fit it are priced as written")
+                f"{listing(self.fits)} fit the device order {order(self.ids)}, those of {listing(self.other_fits)} "
+                f"the order {order(self.other)}; pass --device-ids with the device at each mesh position (e.g. "
+                f"--device-ids {self.words()}) to say which order the devices are in (shardings that do not "
+                f"fit it are priced as written)")
 
 
 def _sharding_groups(module, n: int) -> list:
@@ -1099,48 +1109,57 @@ def _coordinates(groups, n: int) -> list[np.ndarray]:
     return out
 
 
-def _candidate_orders(coords: list[np.ndarray], n: int):
+def _candidate_orders(coords: list[np.ndarray], n: int) -> list[np.ndarray]:
     """Device orders (the device at each position) from ordered tuples of independent coordinates
     (:func:`_coordinates`), major first, whose sizes multiply to a divisor of ``n``: the position is the
-    tuple's mixed-radix value, the devices of one value in ascending id order.  Shorter tuples first;
-    at most :data:`MAX_ORDER_CANDIDATES`."""
+    tuple's mixed-radix value, the devices of one value in ascending id order.  The tuples that number
+    every device come first, then those completed by the ids' order; each group in lexicographic order
+    of the coordinates' text order (so a tie keeps the axes in the order the module first names them).
+    Distinct orders, at most :data:`MAX_ORDER_CANDIDATES`."""
     sizes = [int(c.max()) + 1 for c in coords]
-    seen: set = set()
-    count = 0
-    # (coordinates chosen, each device's mixed-radix value of them, the product of their sizes)
-    frontier = [((), np.zeros(n, dtype=np.int64), 1)]
-    while frontier and count < MAX_ORDER_CANDIDATES:
-        nxt = []
-        for chosen, value, prod in frontier:
-            for j, c in enumerate(coords):
-                if j in chosen or n % (prod * sizes[j]):
-                    continue
-                v = value * sizes[j] + c
-                p = prod * sizes[j]
-                counts = np.bincount(v, minlength=p)
-                if counts.size != p or not np.all(counts == n // p):   # not independent of the chosen ones
-                    continue
-                order = np.lexsort((np.arange(n), v))
-                key = order.tobytes()
-                if key not in seen:
-                    seen.add(key)
-                    count += 1
-                    yield order
-                    if count >= MAX_ORDER_CANDIDATES:
-                        return
-                if p < n:
-                    nxt.append((chosen + (j,), v, p))
-        frontier = nxt
+    full: list = []
+    partial: list = []
+
+    def walk(chosen: tuple, value: np.ndarray, prod: int) -> None:
+        for j, c in enumerate(coords):
+            if len(full) + len(partial) >= MAX_ORDER_CANDIDATES:
+                return
+            if j in chosen or n % (prod * sizes[j]):
+                continue
+            p = prod * sizes[j]
+            v = value * sizes[j] + c
+            counts = np.bincount(v, minlength=p)
+            if counts.size != p or not np.all(counts == n // p):   # not independent of the chosen ones
+                continue
+            (full if p == n else partial).append(np.lexsort((np.arange(n), v)))
+            if p < n:
+                walk(chosen + (j,), v, p)
+
+    walk((), np.zeros(n, dtype=np.int64), 1)
+    out, seen = [], set()
+    for order in full + partial:
+        key = order.tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(order)
+    return out
+
+
+def _positions_array(order: np.ndarray) -> np.ndarray:
+    positions = np.empty(order.size, dtype=np.int64)
+    positions[order] = np.arange(order.size)
+    return positions
 
 
 def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> DeviceOrder | None:
     """The order of the ``n`` devices that the module's tiled shardings imply (module comment above),
-    for a mesh of ``shape`` (None: any shape): None when every sharding maps onto a refinement of the
+    for a mesh of ``shape`` (None: any shape).  None when every sharding maps onto a refinement of the
     mesh in the iota order (the common case: one pass over the shardings), or when no other order maps
-    more of them; else the :class:`DeviceOrder` under which the most instructions' shardings map, then
-    with the fewest cuts (the least refinement), the first found on a tie.  Its ``skipped`` is empty
-    when the shardings agree on it; otherwise they conflict (the caller stops and names
-    ``--device-ids``)."""
+    more of them and the ones left agree on no other order; else a :class:`DeviceOrder`: the order under
+    which the most instructions' shardings map, then with the fewest cuts (the least refinement), the
+    iota order on a tie, then the first candidate; ``other`` set when two or more distinct shardings it
+    leaves unmapped map in another order (they conflict: :meth:`DeviceMesh.for_module` stops and names
+    ``--device-ids``).  A lone sharding no order shares is priced as written, as before."""
     if n <= 1 or module is None:
         return None
     groups = _sharding_groups(module, n)
@@ -1151,20 +1170,36 @@ def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> De
     iota_cuts, iota_skipped = _order_fit(groups, base, None, limit)
     if not iota_skipped:
         return None
+    candidates = _candidate_orders(_coordinates(groups, n), n)
     best = (len(iota_skipped), len(iota_cuts))
-    found = None
-    for order in _candidate_orders(_coordinates(groups, n), n):
-        positions = np.empty(n, dtype=np.int64)
-        positions[order] = np.arange(n)
-        cuts, skipped = _order_fit(groups, base, positions, limit)
-        score = (len(skipped), len(cuts))
+    found, skipped, positions = np.arange(n), iota_skipped, None
+    for order in candidates:
+        pos = _positions_array(order)
+        cuts, missed = _order_fit(groups, base, pos, limit)
+        score = (len(missed), len(cuts))
         if score < best:
-            best, found = score, (order, skipped)
-            if not skipped and cuts == base:   # nothing can do better
+            best, found, skipped, positions = score, order, missed, pos
+            if not missed and cuts == base:   # nothing can do better
                 break
-    if found is None:
+    other, other_fits = None, ()
+    left = [(sh, names) for sh, names in groups if set(names) & set(skipped)]
+    # the shardings the order leaves that do not map in it at all (not those over the axis limit or cut against
+    # the mesh's axes): two of them or more that share another order are a second order in use
+    unmapped = [(sh, names) for sh, names in left if sharding_cuts(sh, positions) is None]
+    if len(unmapped) >= 2:
+        for order in candidates:
+            if np.array_equal(order, found):
+                continue
+            pos = _positions_array(order)
+            fit = [(sh, names) for sh, names in unmapped
+                   if (need := sharding_cuts(sh, pos)) is not None and _is_chain(base | need)]
+            if len(fit) >= 2:
+                other, other_fits = tuple(int(d) for d in order), tuple(x for _, names in fit for x in names)
+                break
+    if positions is None and other is None:
         return None
-    return DeviceOrder(tuple(int(d) for d in found[0]), tuple(found[1]), tuple(iota_skipped))
+    fits = tuple(x for _, names in groups for x in names if x not in set(skipped))
+    return DeviceOrder(tuple(int(d) for d in found), fits, tuple(skipped), other, other_fits)
 
 
 def _merge_sharding_cuts(module, n: int, cuts: set[int], positions, limit: int):
