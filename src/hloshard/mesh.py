@@ -1154,12 +1154,13 @@ def _positions_array(order: np.ndarray) -> np.ndarray:
 def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> DeviceOrder | None:
     """The order of the ``n`` devices that the module's tiled shardings imply (module comment above),
     for a mesh of ``shape`` (None: any shape).  None when every sharding maps onto a refinement of the
-    mesh in the iota order (the common case: one pass over the shardings), or when no other order maps
-    more of them and the ones left agree on no other order; else a :class:`DeviceOrder`: the order under
-    which the most instructions' shardings map, then with the fewest cuts (the least refinement), the
-    iota order on a tie, then the first candidate; ``other`` set when two or more distinct shardings it
-    leaves unmapped map in another order (they conflict: :meth:`DeviceMesh.for_module` stops and names
-    ``--device-ids``).  A lone sharding no order shares is priced as written, as before."""
+    mesh in the iota order (the common case: one pass over the shardings).  Else, when some candidate
+    order maps every sharding, a :class:`DeviceOrder` of it (the one with the fewest cuts, the least
+    refinement; the first found on a tie); when none does, the shardings agree on no order: a
+    :class:`DeviceOrder` whose ``other`` is set when two or more distinct shardings that the order most
+    of them fit (iota on a tie) leaves unmapped map in another order (they conflict:
+    :meth:`DeviceMesh.for_module` stops and names ``--device-ids``), else None (a lone odd sharding is
+    priced as written, as before round 38)."""
     if n <= 1 or module is None:
         return None
     groups = _sharding_groups(module, n)
@@ -1171,16 +1172,22 @@ def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> De
     if not iota_skipped:
         return None
     candidates = _candidate_orders(_coordinates(groups, n), n)
-    best = (len(iota_skipped), len(iota_cuts))
-    found, skipped, positions = np.arange(n), iota_skipped, None
+    best, found, missed_best = None, None, None
     for order in candidates:
-        pos = _positions_array(order)
-        cuts, missed = _order_fit(groups, base, pos, limit)
+        cuts, missed = _order_fit(groups, base, _positions_array(order), limit)
         score = (len(missed), len(cuts))
-        if score < best:
-            best, found, skipped, positions = score, order, missed, pos
+        if best is None or score < best:
+            best, found, missed_best = score, order, missed
             if not missed and cuts == base:   # nothing can do better
                 break
+    if found is not None and not missed_best:   # the shardings agree on it
+        fits = tuple(x for _, names in groups for x in names)
+        return DeviceOrder(tuple(int(d) for d in found), fits, ())
+    # no one order: the one most shardings fit (iota on a tie) is the reference the others are told against
+    if found is not None and len(missed_best) < len(iota_skipped):
+        positions, skipped = _positions_array(found), missed_best
+    else:
+        found, positions, skipped = np.arange(n), None, iota_skipped
     other, other_fits = None, ()
     left = [(sh, names) for sh, names in groups if set(names) & set(skipped)]
     # the shardings the order leaves that do not map in it at all (not those over the axis limit or cut against
@@ -1196,7 +1203,7 @@ def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> De
             if len(fit) >= 2:
                 other, other_fits = tuple(int(d) for d in order), tuple(x for _, names in fit for x in names)
                 break
-    if positions is None and other is None:
+    if other is None:   # a lone sharding no other one shares an order with: priced as written, as before
         return None
     fits = tuple(x for _, names in groups for x in names if x not in set(skipped))
     return DeviceOrder(tuple(int(d) for d in found), fits, tuple(skipped), other, other_fits)
