@@ -78,7 +78,9 @@ for name, devs in orders.items():
                  "mismatches": plan.report["ties"]["mismatches"],
                  "predicted": plan.report["predicted_collective_bytes_per_device"],
                  "jit_bytes": plan.jit_bytes(compiled), "jit_peak": _peak_of(compiled),
-                 "hlo": plan.hlo_text}
+                 "hlo": plan.hlo_text,
+                 # the plan's own layout through hlo_text_with (its NamedShardings on the user's mesh read back)
+                 "with": plan.hlo_text_with(plan.in_shardings, plan.out_shardings)}
 print(json.dumps(out))
 '''
 
@@ -100,6 +102,7 @@ def test_auto_shard_plans_a_permuted_mesh_as_the_iota_one():
         assert got["loss_err"] < 1e-4 and got["param_err"] < 1e-4, (name, got)
         # the same plan: the same module, and XLA moves the same bytes at the same peak as on the iota mesh
         assert got["hlo"] == base["hlo"], name
+        assert got["with"] == base["with"], name
         assert got["specs"] == base["specs"], (name, got["specs"], base["specs"])
         assert got["jit_bytes"] == base["jit_bytes"] and got["jit_peak"] == base["jit_peak"], (name, got, base)
         assert got["predicted"] == base["predicted"], name
