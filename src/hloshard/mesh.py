@@ -1015,7 +1015,7 @@ def _positions_of(device_ids, n: int):
 #: orders tried at most: a bound on the search where the iota order does not fit (real modules name
 #: two to four mesh axes: a handful of coordinates).
 MAX_ORDER_COORDS = 12
-MAX_ORDER_CANDIDATES = 4096
+MAX_ORDER_CANDIDATES = 512
 
 
 @dataclasses.dataclass(frozen=True)
