@@ -566,7 +566,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         *example_args: arrays or ``jax.ShapeDtypeStruct`` pytrees as ``fn`` takes them; only shapes and dtypes
             are read.  A leaf already sharded on ``mesh`` (a ``NamedSharding``) keeps its sharding unless
             ``keep_shardings="none"``.
-        mesh: a ``jax.sharding.Mesh``; the plan names its axes.
+        mesh: a ``jax.sharding.Mesh``; the plan names its axes.  Its devices may be in any order (a reversed or
+            permuted device array, ``mesh_utils.create_device_mesh`` on a TPU slice): the plan is made on mesh
+            positions, as jax numbers the devices of the module it lowers, and handed back on this ``Mesh``.
         memory_budget: the most bytes per device the plan may need: an int, a size string (``"64MiB"``) or a
             device name (``"tpu-v5e"``, ``"h100-sxm"``: its HBM); None (default): no budget.  The plan found
             without the budget is returned when it keeps the budget; otherwise the search runs under it.
