@@ -57,7 +57,8 @@ for name, devs in orders.items():
               "w2": jax.device_put(params0["w2"], NamedSharding(mesh, P("model")))}
     xs = jax.device_put(x, NamedSharding(mesh, P("data")))
     try:
-        plan = auto_shard(step, params, xs, y, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+        plan = auto_shard(step, params, xs, y, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False,
+                          memory_guard=False)   # (the guard's XLA runs: not what this test is about)
     except Exception as exc:   # noqa: BLE001 - the test reads the error
         out[name] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
         continue
