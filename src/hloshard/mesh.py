@@ -281,12 +281,18 @@ class DeviceMesh:
         3. the mesh inferred from the module's tiled shardings (:func:`infer_mesh`), else
         4. the 1-D mesh of ``num_partitions``.
 
+        Without ``device_ids`` (and without a Shardy mesh, which carries its own) the device order is the
+        one the module's shardings agree on (:func:`infer_device_order`: iota unless they all fit another
+        order; a note says so), for the shape of ``spec`` or of the inferred mesh; shardings in two orders
+        raise UsageError naming ``--device-ids``.
+
         With ``refine`` (default) the chosen mesh is then refined (:func:`refine_for_module`) so that
         every user sharding maps onto whole axes and reshapes can carry a split onto sub-axes; the
         result records ``source``, the user's mesh (``user_shape``, ``sub_axes``) and ``notes``.
 
         Raises UsageError when no mesh is known (no ``--mesh``, no named mesh, no tiled sharding and
-        no num_partitions > 1), or when the module's num_partitions (>1) differs from the mesh size.
+        no num_partitions > 1), when the module's num_partitions (>1) differs from the mesh size, or when
+        its shardings list their devices in two orders (above).
         ``num_partitions=1`` (XLA's default, never printed) counts as not stated.
         """
         n = getattr(module, "num_partitions", None) if module is not None else None
@@ -1007,8 +1013,9 @@ def _positions_of(device_ids, n: int):
 # transposed mixed-radix numbering of the device ids (sharding_cuts), but they are of the *positions*
 # of the devices in the mesh's order.  Each tiled dim of a sharding gives every device a coordinate
 # (its tile index along that dim); a tuple of independent coordinates, major first (completed by the
-# device ids' own order inside each group), is a candidate order; the one under which most shardings
-# map, then with the fewest cuts, is the module's.
+# device ids' own order inside each group), is a candidate order; one under which every sharding maps
+# (the fewest cuts first) is the module's.  None: the iota order stays, and shardings that share
+# another order than the rest are a conflict the user settles with --device-ids.
 # ------------------------------------------------------------------------------------------------
 
 #: Coordinates read from the module's shardings at most (the first, in text order) and candidate
