@@ -220,3 +220,18 @@ def test_shardings_in_two_orders_stop_naming_device_ids(tmp_path):
     assert "Traceback" not in r.output
     ok = CliRunner().invoke(cli_main, ["cost", str(path), "--mesh", "2x4", "--device-ids", "0,1,2,3,4,5,6,7"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_a_lone_odd_sharding_does_not_hide_the_order(tmp_path):
+    """The reversed sample plus one sharding in an order of its own (no other sharding shares it): the order the rest
+    agree on is still taken, and only the odd one is priced as written (a manual-subgroup sharding, which no order
+    holds, is the same case)."""
+    module = relabel(parse_module((SAMPLES / "mlp_train_step.pre.hlo").read_text(), "s"), REVERSED)
+    odd = next(i for i in module.entry.instructions if i.name == "params_3_.1")   # f32[256], replicated in the sample
+    odd.sharding = HloSharding.tiled(np.array([0, 2, 1, 3, 4, 6, 5, 7]))
+    order = infer_device_order(module, 8, (2, 4))
+    assert order is not None and list(order.ids) == REVERSED and order.other is None, order
+    assert order.skipped == ("params_3_.1",), order
+    mesh = DeviceMesh.for_module(module, "2x4")
+    assert mesh.device_ids.ravel().tolist() == REVERSED
+    assert any("params_3_.1" in n and "priced as written" in n for n in mesh.notes), mesh.notes

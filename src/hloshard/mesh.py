@@ -1013,9 +1013,9 @@ def _positions_of(device_ids, n: int):
 # transposed mixed-radix numbering of the device ids (sharding_cuts), but they are of the *positions*
 # of the devices in the mesh's order.  Each tiled dim of a sharding gives every device a coordinate
 # (its tile index along that dim); a tuple of independent coordinates, major first (completed by the
-# device ids' own order inside each group), is a candidate order; one under which every sharding maps
-# (the fewest cuts first) is the module's.  None: the iota order stays, and shardings that share
-# another order than the rest are a conflict the user settles with --device-ids.
+# device ids' own order inside each group), is a candidate order; the one under which the most
+# shardings map (the fewest cuts first) is the module's when it maps more than the iota order does;
+# shardings that share another order than the one taken are a conflict the user settles with --device-ids.
 # ------------------------------------------------------------------------------------------------
 
 #: Coordinates read from the module's shardings at most (the first, in text order) and candidate
@@ -1161,13 +1161,14 @@ def _positions_array(order: np.ndarray) -> np.ndarray:
 def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> DeviceOrder | None:
     """The order of the ``n`` devices that the module's tiled shardings imply (module comment above),
     for a mesh of ``shape`` (None: any shape).  None when every sharding maps onto a refinement of the
-    mesh in the iota order (the common case: one pass over the shardings).  Else, when some candidate
-    order maps every sharding, a :class:`DeviceOrder` of it (the one with the fewest cuts, the least
-    refinement; the first found on a tie); when none does, the shardings agree on no order: a
-    :class:`DeviceOrder` whose ``other`` is set when two or more distinct shardings that the order most
-    of them fit (iota on a tie) leaves unmapped map in another order (they conflict:
-    :meth:`DeviceMesh.for_module` stops and names ``--device-ids``), else None (a lone odd sharding is
-    priced as written, as before round 38)."""
+    mesh in the iota order (the common case: one pass over the shardings).  Else the candidate order under
+    which the most instructions' shardings map (then the fewest cuts, the least refinement; the first
+    found on a tie) is taken when it maps strictly more of them than the iota order: a :class:`DeviceOrder`
+    of it, whose ``skipped`` (a sharding no order holds, e.g. a manual subgroup; or an odd one) are priced
+    as written.  Whichever order is taken, when two or more distinct shardings it leaves unmapped map in
+    another order, ``other`` is set: the shardings list their devices in two orders, and
+    :meth:`DeviceMesh.for_module` stops and names ``--device-ids``.  None: the iota order with no second
+    order in use (a lone odd sharding is priced as written, as before round 38)."""
     if n <= 1 or module is None:
         return None
     groups = _sharding_groups(module, n)
@@ -1187,10 +1188,8 @@ def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> De
             best, found, missed_best = score, order, missed
             if not missed and cuts == base:   # nothing can do better
                 break
-    if found is not None and not missed_best:   # the shardings agree on it
-        fits = tuple(x for _, names in groups for x in names)
-        return DeviceOrder(tuple(int(d) for d in found), fits, ())
-    # no one order: the one most shardings fit (iota on a tie) is the reference the others are told against
+    # the order most instructions' shardings fit (iota unless another fits strictly more); what it leaves is
+    # priced as written, unless two or more of those shardings share another order (below)
     if found is not None and len(missed_best) < len(iota_skipped):
         positions, skipped = _positions_array(found), missed_best
     else:
@@ -1210,7 +1209,7 @@ def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> De
             if len(fit) >= 2:
                 other, other_fits = tuple(int(d) for d in order), tuple(x for _, names in fit for x in names)
                 break
-    if other is None:   # a lone sharding no other one shares an order with: priced as written, as before
+    if other is None and positions is None:   # the iota order, and no second order in use: as before round 38
         return None
     fits = tuple(x for _, names in groups for x in names if x not in set(skipped))
     return DeviceOrder(tuple(int(d) for d in found), fits, tuple(skipped), other, other_fits)
