@@ -48,8 +48,8 @@ MAX_MESH_AXES = 8
 #: (rank + 1) ** axes): further shardings are priced as written.
 MAX_REFINED_AXES = 6
 
-__all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_mesh", "module_named_mesh",
-           "refine_for_module", "sharding_cuts"]
+__all__ = ["DeviceMesh", "DeviceOrder", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_device_order",
+           "infer_mesh", "module_named_mesh", "refine_for_module", "sharding_cuts"]
 
 
 class ShardingMeshMismatch(InputError):
@@ -281,22 +281,33 @@ class DeviceMesh:
         3. the mesh inferred from the module's tiled shardings (:func:`infer_mesh`), else
         4. the 1-D mesh of ``num_partitions``.
 
+        Without ``device_ids`` (and without a Shardy mesh, which carries its own) the device order is the
+        one the module's shardings agree on (:func:`infer_device_order`: iota unless they all fit another
+        order; a note says so), for the shape of ``spec`` or of the inferred mesh; shardings in two orders
+        raise UsageError naming ``--device-ids``.
+
         With ``refine`` (default) the chosen mesh is then refined (:func:`refine_for_module`) so that
         every user sharding maps onto whole axes and reshapes can carry a split onto sub-axes; the
         result records ``source``, the user's mesh (``user_shape``, ``sub_axes``) and ``notes``.
 
         Raises UsageError when no mesh is known (no ``--mesh``, no named mesh, no tiled sharding and
-        no num_partitions > 1), or when the module's num_partitions (>1) differs from the mesh size.
+        no num_partitions > 1), when the module's num_partitions (>1) differs from the mesh size, or when
+        its shardings list their devices in two orders (above).
         ``num_partitions=1`` (XLA's default, never printed) counts as not stated.
         """
         n = getattr(module, "num_partitions", None) if module is not None else None
         stated = n is not None and int(n) > 1
+        inferred_order = None
         if spec is not None:
             mesh = cls.parse(spec, device_ids, alpha, beta)
             source = "--mesh"
             if stated and mesh.num_devices != int(n):
                 raise UsageError(f"--mesh {mesh} has {counted(mesh.num_devices, 'device')} but the module has "
                                  f"num_partitions={int(n)}")
+            if device_ids is None and module is not None and module_named_mesh(module) is None:
+                inferred_order = _agreed_order(module, mesh.num_devices, mesh.shape, str(mesh))
+                if inferred_order is not None:
+                    mesh = cls(mesh.shape, inferred_order.ids, mesh.alpha, mesh.beta, axis_names=mesh.axis_names)
             named = module_named_mesh(module) if module is not None else None
             if named is not None and tuple(named[1]) != tuple(mesh.shape):
                 own = ",".join(f"{a}={k}" for a, k in zip(named[0], named[1]))
@@ -313,17 +324,30 @@ class DeviceMesh:
                 names, shape, ids = named
                 mesh = cls(shape, device_ids if device_ids is not None else ids, alpha, beta, axis_names=names)
                 source = "module mesh"
+            ids = _ids(device_ids)
+            if mesh is None and ids is None:
+                count = int(n) if stated else _sharding_device_count(module)
+                inferred_order = _agreed_order(module, count, None, f"of {count} devices") if count else None
+                ids = None if inferred_order is None else list(inferred_order.ids)
             if mesh is None:
-                inferred = infer_mesh(module, int(n) if stated else None)
+                inferred = infer_mesh(module, int(n) if stated else None, ids, infer_order=False)
                 if inferred is not None and len(inferred) > 1:
-                    mesh, source = cls(inferred, _ids(device_ids), alpha, beta), "inferred"
+                    mesh, source = cls(inferred, ids, alpha, beta), "inferred"
             if mesh is None:
                 count = int(n) if stated else _sharding_device_count(module)
                 if count is None:
                     raise UsageError("the device mesh is unknown: the module states no num_partitions, so pass "
                                      "--mesh (e.g. --mesh 2x4)")
-                mesh = cls((count,), _ids(device_ids), alpha, beta)
+                mesh = cls((count,), ids, alpha, beta)
                 source = "num_partitions" if stated else "inferred"
+        if inferred_order is not None:
+            mesh.notes.append(f"device order {inferred_order.words()} inferred from the module's shardings (they "
+                              f"list their devices in that order; --device-ids sets another)")
+        if not mesh.is_iota and not _groups_sort_alike(mesh.device_ids):
+            mesh.notes.append("in this device order the devices of a replicated group do not sort into the same "
+                              "mesh order in every group: XLA sorts them (a partially replicated sharding's canonical "
+                              "form), and its partitioner may then take other collectives than priced for some ops "
+                              "(measured: a few weight-gradient dots of the transformer sample)")
         mesh.source = source
         if refine and module is not None:
             mesh = refine_for_module(mesh, module)
@@ -798,6 +822,37 @@ class SubAxis:
     size: int
 
 
+def _agreed_order(module, n: int, shape, mesh_desc: str):
+    """:func:`infer_device_order` for :meth:`DeviceMesh.for_module` without ``--device-ids``: None (the
+    iota order) or the order the module's shardings agree on.  Raises UsageError, naming
+    ``--device-ids``, when they follow orders no one mesh holds."""
+    order = infer_device_order(module, n, shape)
+    if order is not None and order.other is not None:
+        raise UsageError(order.conflict_message(mesh_desc))
+    return None if order is None or order.is_iota else order
+
+
+def _groups_sort_alike(ids: np.ndarray) -> bool:
+    """Whether, for every set of axes of a mesh whose device ids are ``ids`` (shaped as the mesh), the
+    devices of each group along those axes (the other axes' coordinates fixed: the replicas of a
+    sharding replicated over them) sort by id into the same order of mesh positions in every group.
+    XLA sorts the devices inside each replication group of a partially replicated sharding (its
+    canonical form, as :class:`hloshard.hlo.sharding.HloSharding` does); where the sorted order differs
+    from group to group, the partitioner can take other collectives than the same plan in iota order
+    (BENCHMARKS.md, round 38: the transformer sample with devices 0 and 1 swapped, 13.9 MB against
+    12.3 MB; rows of a 2x4 mesh swapped, or all its devices reversed, are exact)."""
+    ids = np.asarray(ids)
+    axes = [a for a in range(ids.ndim) if ids.shape[a] > 1]
+    for k in range(1, len(axes)):
+        for group_axes in itertools.combinations(axes, k):
+            rest = [a for a in range(ids.ndim) if a not in group_axes]
+            rows = ids.transpose(rest + list(group_axes)).reshape(-1, math.prod(ids.shape[a] for a in group_axes))
+            orders = np.argsort(rows, axis=1)
+            if not (orders == orders[0]).all():
+                return False
+    return True
+
+
 def _ids(device_ids):
     if isinstance(device_ids, str):
         return _parse_list(device_ids, "--device-ids", int)
@@ -942,17 +997,248 @@ def module_named_mesh(module):
                                                            [int(x) for x in m.device_ids])
 
 
-def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None:
+def infer_mesh(module, num_devices: int | None = None, device_ids=None,
+               infer_order: bool = True) -> tuple[int, ...] | None:
     """The coarsest mesh every tiled user sharding of ``module`` maps onto (whole axes, any order),
     found by factorizing their tile assignments' device orders (:func:`sharding_cuts`) and merging the
     cuts; None when the module has no tiled sharding of ``num_devices`` (default: the largest device
     count) devices. Shardings no mesh holds, or whose cuts conflict with earlier ones, are skipped
-    (they are priced as written)."""
+    (they are priced as written).  ``device_ids``: the device at each position of the flat mesh order
+    (``--device-ids``); None: with ``infer_order`` the order the shardings agree on
+    (:func:`infer_device_order`), else (or when they agree on none) iota."""
     n = num_devices or _sharding_device_count(module)
     if not n:
         return None
-    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, None, MAX_REFINED_AXES)
+    if device_ids is None and infer_order:
+        order = infer_device_order(module, n)
+        device_ids = None if order is None or order.other is not None else order.ids
+    positions = None if device_ids is None else _positions_of(device_ids, n)
+    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, positions, MAX_REFINED_AXES)
     return _cuts_to_shape(cuts) if seen else None
+
+
+def _positions_of(device_ids, n: int):
+    """``positions[d]``: the position of device ``d`` in the flat order ``device_ids`` (a permutation of
+    ``0..n-1``); None when that is the iota order or not a permutation (the mesh's own check says so)."""
+    ids = np.asarray(device_ids, dtype=np.int64).ravel()
+    if ids.size != n or sorted(ids.tolist()) != list(range(n)) or np.array_equal(ids, np.arange(n)):
+        return None
+    positions = np.empty(n, dtype=np.int64)
+    positions[ids] = np.arange(n)
+    return positions
+
+
+# ------------------------------------------------------------------------------------------------
+# The device order a module's shardings imply.
+#
+# A module's shardings name logical device ids.  A jax Mesh built from devices in another order than
+# their ids (mesh_utils.create_device_mesh on a TPU slice, a reversed or permuted device array) lowers
+# to the iota form, but a module whose device ids were relabelled (an export of another program's
+# device assignment, a hand-written module) lists them in another order: `P("data")` of a 2x4 mesh of
+# devices 7..0 is `{devices=[2,1,4]7,6,5,4,3,2,1,0 last_tile_dim_replicate}`.  Such shardings are no
+# transposed mixed-radix numbering of the device ids (sharding_cuts), but they are of the *positions*
+# of the devices in the mesh's order.  Each tiled dim of a sharding gives every device a coordinate
+# (its tile index along that dim); a tuple of independent coordinates, major first (completed by the
+# device ids' own order inside each group), is a candidate order; the one under which the most
+# shardings map (the fewest cuts first) is the module's when it maps more than the iota order does;
+# shardings that share another order than the one taken are a conflict the user settles with --device-ids.
+# ------------------------------------------------------------------------------------------------
+
+#: Coordinates read from the module's shardings at most (the first, in text order) and candidate
+#: orders tried at most: a bound on the search where the iota order does not fit (real modules name
+#: two to four mesh axes: a handful of coordinates).
+MAX_ORDER_COORDS = 12
+MAX_ORDER_CANDIDATES = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceOrder:
+    """The device order a module's shardings imply (:func:`infer_device_order`).
+
+    ``ids``: the device at each position of the flat mesh order (a permutation of ``0..N-1``, what
+    ``--device-ids`` takes) under which most of the shardings map; ``fits``: the instructions whose
+    shardings map in it; ``skipped``: those that map onto no refinement of the mesh in it (priced as
+    written).  ``other`` / ``other_fits``: where two or more of the skipped shardings map in another
+    order, that order and those instructions (the shardings conflict: the caller stops and names
+    ``--device-ids``); else None / ()."""
+
+    ids: tuple[int, ...]
+    fits: tuple[str, ...]
+    skipped: tuple[str, ...]
+    other: tuple[int, ...] | None = None
+    other_fits: tuple[str, ...] = ()
+
+    @property
+    def is_iota(self) -> bool:
+        return list(self.ids) == list(range(len(self.ids)))
+
+    def words(self) -> str:
+        """The order as ``--device-ids`` takes it: ``7,6,5,4,3,2,1,0``."""
+        return ",".join(map(str, self.ids))
+
+    def conflict_message(self, mesh_desc: str) -> str:
+        """Why no one order holds the module's shardings, naming ``--device-ids`` (a UsageError's text)."""
+        def listing(names):
+            names = sorted(set(names))
+            return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+        def order(ids):
+            return ",".join(map(str, ids))
+
+        return (f"the module's shardings list their devices in orders no one mesh {mesh_desc} holds: those of "
+                f"{listing(self.fits)} fit the device order {order(self.ids)}, those of {listing(self.other_fits)} "
+                f"the order {order(self.other)}; pass --device-ids with the device at each mesh position (e.g. "
+                f"--device-ids {self.words()}) to say which order the devices are in (shardings that do not "
+                f"fit it are priced as written)")
+
+
+def _sharding_groups(module, n: int) -> list:
+    """The distinct tiled ``n``-device user shardings of ``module`` in text order, each as
+    ``(sharding, [instruction names])``."""
+    groups: dict = {}
+    for instr, leaf in _module_shardings(module):
+        if leaf.num_devices != n:
+            continue
+        groups.setdefault(leaf.without_metadata(), (leaf, []))[1].append(instr.name)
+    return list(groups.values())
+
+
+def _order_fit(groups, base: set[int], positions, limit: int) -> tuple[set[int], list[str]]:
+    """(cuts, skipped instruction names) of ``groups`` (:func:`_sharding_groups`) merged onto ``base`` in
+    order ``positions`` (:func:`_merge_sharding_cuts`' rule on distinct shardings: a sharding that
+    conflicts once conflicts with every later superset of cuts)."""
+    cuts, skipped = set(base), []
+    for sharding, names in groups:
+        need = sharding_cuts(sharding, positions)
+        if need is not None and need <= cuts:
+            continue
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
+            skipped.extend(names)
+            continue
+        cuts |= need
+    return cuts, skipped
+
+
+def _coordinates(groups, n: int) -> list[np.ndarray]:
+    """Per tiled dim of each sharding of ``groups`` (in text order), each device's tile index along it
+    (``coord[d]``), distinct, at most :data:`MAX_ORDER_COORDS`."""
+    out, seen = [], set()
+    for sharding, _ in groups:
+        ta = np.asarray(sharding.tile_assignment, dtype=np.int64)
+        if ta.size != n or sorted(ta.ravel().tolist()) != list(range(n)):
+            continue
+        idx = np.indices(ta.shape).reshape(ta.ndim, -1)
+        for k, t in enumerate(sharding.tile_dims):
+            if t <= 1:
+                continue
+            coord = np.empty(n, dtype=np.int64)
+            coord[ta.ravel()] = idx[k]
+            key = coord.tobytes()
+            if key not in seen:
+                seen.add(key)
+                out.append(coord)
+            if len(out) >= MAX_ORDER_COORDS:
+                return out
+    return out
+
+
+def _candidate_orders(coords: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """Device orders (the device at each position) from ordered tuples of independent coordinates
+    (:func:`_coordinates`), major first, whose sizes multiply to a divisor of ``n``: the position is the
+    tuple's mixed-radix value, the devices of one value in ascending id order.  The tuples that number
+    every device come first, then those completed by the ids' order; each group in lexicographic order
+    of the coordinates' text order (so a tie keeps the axes in the order the module first names them).
+    Distinct orders, at most :data:`MAX_ORDER_CANDIDATES`."""
+    sizes = [int(c.max()) + 1 for c in coords]
+    full: list = []
+    partial: list = []
+
+    def walk(chosen: tuple, value: np.ndarray, prod: int) -> None:
+        for j, c in enumerate(coords):
+            if len(full) + len(partial) >= MAX_ORDER_CANDIDATES:
+                return
+            if j in chosen or n % (prod * sizes[j]):
+                continue
+            p = prod * sizes[j]
+            v = value * sizes[j] + c
+            counts = np.bincount(v, minlength=p)
+            if counts.size != p or not np.all(counts == n // p):   # not independent of the chosen ones
+                continue
+            (full if p == n else partial).append(np.lexsort((np.arange(n), v)))
+            if p < n:
+                walk(chosen + (j,), v, p)
+
+    walk((), np.zeros(n, dtype=np.int64), 1)
+    out, seen = [], set()
+    for order in full + partial:
+        key = order.tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(order)
+    return out
+
+
+def _positions_array(order: np.ndarray) -> np.ndarray:
+    positions = np.empty(order.size, dtype=np.int64)
+    positions[order] = np.arange(order.size)
+    return positions
+
+
+def infer_device_order(module, n: int, shape: Sequence[int] | None = None) -> DeviceOrder | None:
+    """The order of the ``n`` devices that the module's tiled shardings imply (module comment above),
+    for a mesh of ``shape`` (None: any shape).  None when every sharding maps onto a refinement of the
+    mesh in the iota order (the common case: one pass over the shardings).  Else the candidate order under
+    which the most instructions' shardings map (then the fewest cuts, the least refinement; the first
+    found on a tie) is taken when it maps strictly more of them than the iota order: a :class:`DeviceOrder`
+    of it, whose ``skipped`` (a sharding no order holds, e.g. a manual subgroup; or an odd one) are priced
+    as written.  Whichever order is taken, when two or more distinct shardings it leaves unmapped map in
+    another order, ``other`` is set: the shardings list their devices in two orders, and
+    :meth:`DeviceMesh.for_module` stops and names ``--device-ids``.  None: the iota order with no second
+    order in use (a lone odd sharding is priced as written, as before round 38)."""
+    if n <= 1 or module is None:
+        return None
+    groups = _sharding_groups(module, n)
+    if not groups:
+        return None
+    base = _shape_cuts(shape) if shape is not None else {1, n}
+    limit = max(MAX_REFINED_AXES, len(base) - 1)
+    iota_cuts, iota_skipped = _order_fit(groups, base, None, limit)
+    if not iota_skipped:
+        return None
+    candidates = _candidate_orders(_coordinates(groups, n), n)
+    best, found, missed_best = None, None, None
+    for order in candidates:
+        cuts, missed = _order_fit(groups, base, _positions_array(order), limit)
+        score = (len(missed), len(cuts))
+        if best is None or score < best:
+            best, found, missed_best = score, order, missed
+            if not missed and cuts == base:   # nothing can do better
+                break
+    # the order most instructions' shardings fit (iota unless another fits strictly more); what it leaves is
+    # priced as written, unless two or more of those shardings share another order (below)
+    if found is not None and len(missed_best) < len(iota_skipped):
+        positions, skipped = _positions_array(found), missed_best
+    else:
+        found, positions, skipped = np.arange(n), None, iota_skipped
+    other, other_fits = None, ()
+    left = [(sh, names) for sh, names in groups if set(names) & set(skipped)]
+    # the shardings the order leaves that do not map in it at all (not those over the axis limit or cut against
+    # the mesh's axes): two of them or more that share another order are a second order in use
+    unmapped = [(sh, names) for sh, names in left if sharding_cuts(sh, positions) is None]
+    if len(unmapped) >= 2:
+        for order in candidates:
+            if np.array_equal(order, found):
+                continue
+            pos = _positions_array(order)
+            fit = [(sh, names) for sh, names in unmapped
+                   if (need := sharding_cuts(sh, pos)) is not None and _is_chain(base | need)]
+            if len(fit) >= 2:
+                other, other_fits = tuple(int(d) for d in order), tuple(x for _, names in fit for x in names)
+                break
+    if other is None and positions is None:   # the iota order, and no second order in use: as before round 38
+        return None
+    fits = tuple(x for _, names in groups for x in names if x not in set(skipped))
+    return DeviceOrder(tuple(int(d) for d in found), fits, tuple(skipped), other, other_fits)
 
 
 def _merge_sharding_cuts(module, n: int, cuts: set[int], positions, limit: int):

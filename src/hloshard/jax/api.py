@@ -13,7 +13,8 @@ Flow:
 3. The step's state is tied (:func:`hloshard.jax.state.find_ties`): each result leaf that is the next value of an
    argument leaf leaves in that leaf's sharding (``module.ties``, :mod:`hloshard.autoshard.aliases`).
 4. :func:`hloshard.autoshard.solve_module` chooses a sharding for every instruction on the mesh
-   (logical device ids = positions in ``mesh.devices.flat``, the order of jax's device assignment) and
+   (logical device ids = positions in ``mesh.devices.flat``, the order of jax's device assignment, whatever the
+   jax device ids are: a permuted ``Mesh`` is planned as the iota one, :func:`_positions`) and
    writes it with the operand pins (:mod:`hloshard.strategy.realize`), as ``hloshard solve
    --pin-operands`` does.
 5. Entry parameter / output shardings become ``NamedSharding(mesh, PartitionSpec)`` over the mesh's axis
@@ -322,6 +323,14 @@ def _is_sharded(leaf, mesh, path: str = "") -> bool:
     return True
 
 
+def _positions(mesh) -> str:
+    """The device ids of the :class:`hloshard.mesh.DeviceMesh` of a ``jax.sharding.Mesh`` as ``--device-ids`` takes
+    them: ``0,1,...,N-1`` whatever the order of ``mesh.devices``.  A jax-lowered module numbers its devices by
+    position in ``mesh.devices.flat`` (the compile's device assignment is that list), so the plan is made and
+    written on positions and ``NamedSharding(mesh, spec)`` puts position i on ``mesh.devices.flat[i]``."""
+    return ",".join(str(i) for i in range(int(mesh.devices.size)))
+
+
 def _spec(sharding, rank: int, sdy_mesh):
     """HloSharding -> PartitionSpec over the mesh axis names (None: replicated dim). Raises
     ValueError when it needs Shardy sub-axes (no PartitionSpec form) or has no named-axis form."""
@@ -559,7 +568,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         *example_args: arrays or ``jax.ShapeDtypeStruct`` pytrees as ``fn`` takes them; only shapes and dtypes
             are read.  A leaf already sharded on ``mesh`` (a ``NamedSharding``) keeps its sharding unless
             ``keep_shardings="none"``.
-        mesh: a ``jax.sharding.Mesh``; the plan names its axes.
+        mesh: a ``jax.sharding.Mesh``; the plan names its axes.  Its devices may be in any order (a reversed or
+            permuted device array, ``mesh_utils.create_device_mesh`` on a TPU slice): the plan is made on mesh
+            positions, as jax numbers the devices of the module it lowers, and handed back on this ``Mesh``.
         memory_budget: the most bytes per device the plan may need: an int, a size string (``"64MiB"``) or a
             device name (``"tpu-v5e"``, ``"h100-sxm"``: its HBM); None (default): no budget.  The plan found
             without the budget is returned when it keeps the budget; otherwise the search runs under it.
@@ -732,14 +743,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         tuple_root = module.entry.root.shape.is_tuple
         module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
                        for j, q, mode, don, source in state_ties]
-        # the user's axis names and device order, so reports and constraints speak of "data" / "model"
-        dmesh = DeviceMesh.parse(named_mesh_spec(mesh.axis_names, mesh.devices.shape),
-                                 device_ids=",".join(str(d.id) for d in mesh.devices.flat))
+        # the user's axis names, so reports and constraints speak of "data" / "model".  The device ids are the
+        # module's logical ids, which jax numbers by position in ``mesh.devices.flat`` (its device assignment is
+        # that list: ``jax.jit``'s HLO writes P("data") of Mesh(devices[::-1]) as ``<=[8]``, as of the iota
+        # mesh), so the mesh is iota whatever the jax ids are; NamedSharding(mesh, spec) maps a position back
+        # to its device (issue 24, round 38: with the jax ids, a permuted mesh's plan had no PartitionSpec form)
+        positions = _positions(mesh)
+        dmesh = DeviceMesh.parse(named_mesh_spec(mesh.axis_names, mesh.devices.shape), device_ids=positions)
         sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
         if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
             try:
                 dmesh, scale, budget = timed_mesh_from_options(
-                    module, mesh_spec, ",".join(str(d.id) for d in mesh.devices.flat), None, None, device, budget)
+                    module, mesh_spec, positions, None, None, device, budget)
             except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
                 raise ValueError(str(exc)) from None
             dmesh.source = "given"   # the caller's jax Mesh, not the CLI's --mesh (DeviceMesh.describe)

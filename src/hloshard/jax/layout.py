@@ -45,7 +45,7 @@ def written_pin(instr) -> bool:
     return instr.is_sharding_constraint and instr.op_name is None and WRITTEN_PIN.fullmatch(instr.name) is not None
 
 
-def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str):
+def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str, mesh_ids=None):
     """The HloSharding of a value of ``rank`` dims laid out by ``sharding`` -- a ``jax.sharding.NamedSharding`` on
     the plan's mesh (the same axis names, sizes and devices, in order) or a ``PartitionSpec`` over its axis names
     -- on ``dmesh`` (the plan's mesh, unrefined: its device order is the module's), through
@@ -53,7 +53,9 @@ def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str)
     ``PartitionSpec(("data", "model"))`` lists them); None for ``None`` (the value left to XLA, as ``jax.jit``
     leaves an unspecified sharding).  Raises ValueError naming ``what`` (``in_shardings[0]['w']``) for another
     kind of sharding, another mesh, an axis the mesh lacks or used twice, a spec longer than the value's rank (a
-    split that does not divide its dim is left to the validity rule ``diff`` applies to the module)."""
+    split that does not divide its dim is left to the validity rule ``diff`` applies to the module).  ``mesh_ids``:
+    the jax device ids of the plan's mesh, position by position, that a NamedSharding's mesh must list (default
+    ``dmesh``'s ids; :func:`layout_text` gives them, its ``dmesh`` numbering positions as the module does)."""
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
@@ -62,11 +64,11 @@ def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str)
     if isinstance(sharding, NamedSharding):
         mesh = sharding.mesh
         ids = [int(d.id) for d in np.asarray(mesh.devices).flat]
+        want = [int(i) for i in np.asarray(dmesh.device_ids if mesh_ids is None else mesh_ids).flat]
         if tuple(mesh.axis_names) != tuple(axis_names) or tuple(int(n) for n in np.shape(mesh.devices)) != \
-                tuple(dmesh.shape) or ids != [int(i) for i in np.asarray(dmesh.device_ids).flat]:
+                tuple(dmesh.shape) or ids != want:
             raise ValueError(f"{what}: a NamedSharding on " + mesh_difference(   # (hook: textout.mesh_difference)
-                dict(mesh.shape), ids, dict(zip(axis_names, dmesh.shape)), list(np.asarray(dmesh.device_ids).flat),
-                "the plan's mesh"))
+                dict(mesh.shape), ids, dict(zip(axis_names, dmesh.shape)), want, "the plan's mesh"))
         spec = sharding.spec
     elif isinstance(sharding, PartitionSpec):
         spec = sharding
@@ -130,8 +132,10 @@ def layout_text(plan, in_shardings, out_shardings=None) -> str:
         raise ValueError("this plan has no NamedSharding to read its mesh from")
     mesh = leaves[0].mesh
     names = tuple(mesh.axis_names)
-    dmesh = DeviceMesh.parse(named_mesh_spec(names, mesh.devices.shape),
-                             device_ids=[int(d.id) for d in mesh.devices.flat])
+    # the module's device ids are positions in mesh.devices.flat (hloshard.jax.api._positions): an iota mesh, the
+    # plan's jax ids checked beside it (mesh_ids)
+    dmesh = DeviceMesh.parse(named_mesh_spec(names, mesh.devices.shape))
+    mesh_ids = [int(d.id) for d in mesh.devices.flat]
     arg_trees = in_tree.children()   # the example arguments' tuple: one subtree per positional argument
     if not isinstance(in_shardings, (tuple, list)) or len(in_shardings) != len(arg_trees):
         raise ValueError(f"in_shardings: expected a tuple of {len(arg_trees)} entries, one per positional argument "
@@ -157,14 +161,14 @@ def layout_text(plan, in_shardings, out_shardings=None) -> str:
         [0] * in_tree.num_leaves))[0]]
     for p, given, path in zip(params, flat_in, paths):
         p.sharding = spec_sharding(given, len(p.shape.dims) if p.shape.is_array else 0, dmesh, names,
-                                   f"in_shardings{path}")
+                                   f"in_shardings{path}", mesh_ids)
     root = module.entry.root
     outs = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
     if len(outs) != len(flat_out):
         raise ValueError(f"out_shardings: {len(flat_out)} result leaves, the plan's module has {len(outs)} outputs")
     out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_tree.unflatten(
         [0] * out_tree.num_leaves))[0]]
-    shardings = [spec_sharding(g, len(s.dims), dmesh, names, f"out_shardings{path}")
+    shardings = [spec_sharding(g, len(s.dims), dmesh, names, f"out_shardings{path}", mesh_ids)
                  for g, s, path in zip(flat_out, outs, out_paths)]
     if any(sh is not None for sh in shardings):
         if root.shape.is_tuple:
