@@ -51,3 +51,30 @@ def test_utf16_without_a_byte_order_mark_is_named_at_its_nul():
     words = binary_kind(text, "m.hlo")
     assert words.startswith("UTF-16 (little-endian) text without a byte-order mark") and "UTF-16LE" in words, words
     assert binary_kind(b"HloModule m\n" * 8) is None and binary_kind(bytes(range(128, 256)) * 4) is None
+
+
+# --------------------------------------------------------------------------- fresh37 #9: explain and diff warn as cost does
+
+def test_explain_and_diff_warn_of_a_guessed_trip_count_as_cost_does(tmp_path):
+    """Fresh-clone check 37, finding 9: ``explain`` and ``diff`` priced a ``while`` whose trip count is a guess (100)
+    with no warning, where ``cost`` and ``solve`` warn.  The one warning text (``hlo.loops.execution_counts``), on
+    stderr in every format and in the JSON (``warnings``; ``diff``: per side)."""
+    from tests.test_cli_paper_cuts37 import WHILE_DYN
+
+    path = tmp_path / "while_dyn.hlo"
+    path.write_text(WHILE_DYN)
+    cost = run(["cost", path, "--mesh", "2x4", "--format", "json"])
+    said = json.loads(cost.stdout)["warnings"]
+    assert cost.exit_code == 0 and len(said) == 1 and "trip count unknown" in said[0], cost.output
+    for fmt in ("text", "json"):
+        r = run(["explain", path, "--mesh", "2x4", "--instruction", "d", "--alternatives", "1", "--format", fmt])
+        assert r.exit_code == 0 and r.stderr.count("warning: ") == 1 and f"warning: {said[0]}" in r.stderr, r.stderr
+        if fmt == "json":
+            assert json.loads(r.stdout)["warnings"] == said
+        r = run(["diff", path, path, "--mesh", "2x4", "--format", fmt])
+        assert r.exit_code == 0 and r.stderr.count("warning: ") == 1 and f"warning: {said[0]}" in r.stderr, r.stderr
+        if fmt == "json":
+            assert json.loads(r.stdout)["warnings"] == {"a": said, "b": said}
+    from hloshard.commands.diff import side_warnings
+
+    assert side_warnings({"a": ["w"], "b": []}, "A.hlo", "B.hlo") == ["A.hlo: w"]
