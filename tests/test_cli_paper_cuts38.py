@@ -11,6 +11,7 @@ from hloshard.cli import main
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "cli"
+MLP_PRE = ROOT / "samples" / "mlp_train_step.pre.hlo"
 
 
 def run(args, **kw):
@@ -78,3 +79,64 @@ def test_explain_and_diff_warn_of_a_guessed_trip_count_as_cost_does(tmp_path):
     from hloshard.commands.diff import side_warnings
 
     assert side_warnings({"a": ["w"], "b": []}, "A.hlo", "B.hlo") == ["A.hlo: w"]
+
+
+# --------------------------------------------------------------------------- fresh37 #10f: cost --xla when XLA fails
+
+def _xla_says(monkeypatch, **failure):
+    """``cost --xla`` with XLA's side replaced by a comparison that carries ``failure`` (``xla_error`` or
+    ``xla_compile_error``), the rest as compare_module builds it (no jax child)."""
+    import hloshard.commands.cost as cost_cmd
+    from hloshard.xla_compare import Comparison
+
+    import hloshard.commands.timing as timing_cmd
+    from hloshard.xla_cost import XlaCost
+
+    monkeypatch.setattr(cost_cmd, "xla_ready", lambda *a, **k: None)
+    monkeypatch.setattr(timing_cmd, "xla_cost", lambda texts, n: [XlaCost(error="not measured here")])
+    monkeypatch.setattr(cost_cmd, "compare_module",
+                        lambda module, mesh, result: Comparison(module.name, mesh.num_devices, [], **failure))
+
+
+def test_cost_xla_exits_2_when_xla_cannot_partition(monkeypatch):
+    """Fresh-clone check 37, #10f: ``cost --xla`` exited 0 on a RET_CHECK of XLA's partitioner ("XLA cost analysis
+    failed: ... RET_CHECK", then the prediction alone) and 2 on a C++ CHECK.  One rule: no figure of XLA's is an
+    error, exit 2, nothing written; a failure after the partitioner ran writes the report (XLA's collectives are
+    in it), then exits 2."""
+    _xla_says(monkeypatch, xla_error="JaxRuntimeError: INTERNAL: RET_CHECK failure (spmd_partitioner.cc:6456) x.")
+    for fmt in ("text", "json"):
+        r = run(["cost", MLP_PRE, "--mesh", "2x4", "--xla", "--format", fmt])
+        assert r.exit_code == 2 and r.stdout == "", r.output
+        assert (f"error: {MLP_PRE}: XLA could not partition the module, so --xla has no figure of XLA's: "
+                "JaxRuntimeError: INTERNAL: RET_CHECK failure (spmd_partitioner.cc:6456) x; hloshard cost without "
+                "--xla gives the prediction alone") in r.stderr, r.stderr
+    _xla_says(monkeypatch, xla_compile_error="XlaRuntimeError: UNIMPLEMENTED: a pass")
+    r = run(["cost", MLP_PRE, "--mesh", "2x4", "--xla", "--format", "json"])
+    assert r.exit_code == 2 and json.loads(r.stdout)["xla_compile_error"] == "XlaRuntimeError: UNIMPLEMENTED: a pass"
+    assert "then a later compile pass failed, so XLA cannot run it: XlaRuntimeError: UNIMPLEMENTED" in r.stderr
+
+
+# --------------------------------------------------------------------------- fresh37 #7: which program each column prices
+
+
+
+def test_cost_xla_says_the_columns_price_different_programs_and_names_the_like_for_like_flag(monkeypatch):
+    """Fresh-clone check 37, finding 7: ``cost samples/mlp_train_step.pre.hlo --mesh 2x4 --xla`` (the quick start's
+    input) printed "predicted 162.0 KiB, XLA 3.1 MiB" with no word that XLA partitioned its own propagation of the
+    61 open instructions (and returned the open outputs replicated) while the prediction priced hloshard's
+    completion.  The note is under the headline and in the JSON; a module with nothing open (XLA's propagation,
+    every instruction annotated) gets none."""
+    _xla_says(monkeypatch)
+    r = run(["cost", MLP_PRE, "--mesh", "2x4", "--xla"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    head = text.index("collective bytes per device: predicted")
+    note = text.index("note: the two columns price different programs: XLA partitioned the 61 instructions the "
+                      "module leaves open with its own propagation from the written shardings and returned the "
+                      "module's outputs replicated")
+    assert head < note and "--complete xla --xla compares like with like" in text[note:], text
+    rep = json.loads(run(["cost", MLP_PRE, "--mesh", "2x4", "--xla", "--format", "json"]).stdout)
+    assert rep["xla_programs_note"].startswith("the two columns price different programs")
+    annotated = ROOT / "samples" / "conv_layer.propagated.hlo"   # every instruction annotated: no note
+    rep = json.loads(run(["cost", annotated, "--mesh", "2x4", "--xla", "--format", "json"]).stdout)
+    assert "xla_programs_note" not in rep and rep["unannotated"] == [], rep["unannotated"]

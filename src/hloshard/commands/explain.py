@@ -11,6 +11,7 @@ import sys
 import click
 
 from .options import Integer, apply_ties, device_option, mesh_options, tie_option, timed_mesh_from_options
+from ..errors import InputError
 from ..explain_instruction import attach_xla, explain_instruction, in_seconds, render_text
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
@@ -86,6 +87,10 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
+        if (expl.xla or {}).get("error"):   # cost --xla's rule: no figure of XLA's is a failure, exit 2
+            raise InputError(f"XLA could not partition the module, so --xla has no figure of XLA's: "
+                             f"{expl.xla['error'].rstrip('.')}; hloshard explain without --xla gives the prediction alone",
+                             filename=name)
     print_warnings(expl.warnings)   # stderr in every format, as cost and solve give them (fresh-clone check 37, #9)
     if html_file:
         write_text_atomic(html_file, explain_report_html(expl.to_json()))
