@@ -140,3 +140,19 @@ def test_cost_xla_says_the_columns_price_different_programs_and_names_the_like_f
     annotated = ROOT / "samples" / "conv_layer.propagated.hlo"   # every instruction annotated: no note
     rep = json.loads(run(["cost", annotated, "--mesh", "2x4", "--xla", "--format", "json"]).stdout)
     assert "xla_programs_note" not in rep and rep["unannotated"] == [], rep["unannotated"]
+
+
+# --------------------------------------------------------------------------- new user 37 F7: one unit rule
+
+def test_one_unit_rule_5mb_is_5m_and_5mib_is_5mi():
+    """New user 37 F7: ``--memory-budget 5mb`` was 5,000,000 B but ``5m`` 5 MiB.  One rule (``units.UNIT_RULE``,
+    in ``--help``): a unit with an ``i`` is a power of 1024, any other a power of 1000, in any case."""
+    from hloshard.units import UNIT_RULE, parse_bytes, parse_memory_budget
+
+    assert {parse_bytes(t) for t in ("5mb", "5MB", "5m", "5M", "5 Mb")} == {5_000_000}
+    assert {parse_bytes(t) for t in ("5MiB", "5mib", "5Mi", "5 mi")} == {5 * 2**20}
+    assert parse_bytes("2k") == parse_bytes("2kB") == 2000 and parse_bytes("1.5G") == 1_500_000_000
+    assert parse_bytes("1Ti") == 2**40 and parse_memory_budget("5m") == parse_memory_budget("5mb")
+    for cmd, option in (("solve", "--memory-budget"), ("combine", "--bucket-bytes")):
+        help_text = " ".join(run([cmd, "--help"]).output.split())
+        assert option in help_text and UNIT_RULE in help_text, help_text
