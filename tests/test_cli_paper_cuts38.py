@@ -156,3 +156,21 @@ def test_one_unit_rule_5mb_is_5m_and_5mib_is_5mi():
     for cmd, option in (("solve", "--memory-budget"), ("combine", "--bucket-bytes")):
         help_text = " ".join(run([cmd, "--help"]).output.split())
         assert option in help_text and UNIT_RULE in help_text, help_text
+
+
+# --------------------------------------------------------------------------- fresh37 #10a: lint's note on a file XLA refuses
+
+def test_lint_proposes_no_xla_run_of_a_file_with_an_error(tmp_path):
+    """Fresh-clone check 37, #10a: lint's "6 of 82 instructions carry a sharding" note proposed ``hloshard cost FILE
+    --complete xla --xla`` for a file with an HS111 error, on which that command exits 2.  A file with an error
+    finding (here HS103, a device named twice) gets no such note; the same module without the error does."""
+    text = MLP_PRE.read_text()
+    bad = tmp_path / "dup.hlo"
+    bad.write_text(text.replace("sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}",
+                                "sharding={devices=[2,1,4]0,1,2,3,4,5,6,6 last_tile_dim_replicate}", 1))
+    good = tmp_path / "good.hlo"
+    good.write_text(text)
+    r = run(["lint", bad])
+    assert r.exit_code == 1 and " HS103 " in r.stdout and "--complete xla --xla" not in r.stderr, r.output
+    r = run(["lint", good])
+    assert r.exit_code == 0 and f"`hloshard cost {good} --complete xla --xla`" in r.stderr, r.output
