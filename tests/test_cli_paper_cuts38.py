@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from tests.conftest import ROOT
+from tests.test_guard_your_layout import solved  # noqa: F401 (the fixture: the MLP sample solved, its layouts)
 
 DATA = ROOT / "tests" / "data" / "cli"
 MLP_PRE = ROOT / "samples" / "mlp_train_step.pre.hlo"
@@ -174,3 +175,28 @@ def test_lint_proposes_no_xla_run_of_a_file_with_an_error(tmp_path):
     assert r.exit_code == 1 and " HS103 " in r.stdout and "--complete xla --xla" not in r.stderr, r.output
     r = run(["lint", good])
     assert r.exit_code == 0 and f"`hloshard cost {good} --complete xla --xla`" in r.stderr, r.output
+
+
+# --------------------------------------------------------------------------- new user 37 F13: the keep warning
+
+def test_the_guard_off_warning_does_not_keep_a_plan_it_replaces(solved):
+    """New user 37 F13: ``auto_shard(..., keep_shardings="io")`` warned "the plan found is kept (32.5 MiB per device,
+    predicted)" and at its end "your layout returned instead".  The guard off, the plan found costing more than your
+    layout: the warning says what the guard-off rule would have kept, then what was returned -- once."""
+    import dataclasses
+    import time
+    import types
+
+    from hloshard.jax import guard
+    from tests.test_guard_your_layout import _Answered, _dearer_lower
+
+    module, mesh, first, found = solved
+    dear = dataclasses.replace(first, evaluation=types.SimpleNamespace(
+        total=2.0 * float(first.evaluation.total) + 1.0, peak_memory=int(first.evaluation.peak_memory)))
+    out, info = guard.guard_plan(dear, module, mesh, "io", 4.0, 0, False, deadline=time.monotonic() - 1.0,
+                                 known_plans=[_dearer_lower(first)], pending={"user": _Answered(found)}, pareto=False,
+                                 write="keep")
+    note = info["note"]
+    assert info["your_layout"]["taken"] == "your layout" and info["unguarded"], info
+    assert "is kept" not in note and "the guard-off rule would keep the plan found (" in note, note
+    assert note.count("returned instead") == 1 and note.index("would keep") < note.index("your layout returned"), note
