@@ -139,12 +139,20 @@ def _jax_exported(data: bytes) -> bool:
 
 def _utf16(data: bytes) -> tuple[str, str] | None:
     """``(words, iconv's name)`` -- ``UTF-16`` / ``UTF-32`` with the byte order -- when ``data`` starts with that
-    encoding's byte-order mark (iconv's name without the order: it reads the mark and drops it), or looks like
+    encoding's byte-order mark and whole characters of it follow (iconv's name without the order: it reads the mark
+    and drops it), or looks like
     ASCII text in UTF-16 without one (a NUL byte beside each character of its first 64 bytes; ``UTF-16LE`` /
     ``UTF-16BE``), else None."""
     for bom, name, order in ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-32", "big"),
                              (b"\xff\xfe", "UTF-16", "little"), (b"\xfe\xff", "UTF-16", "big")):
         if data.startswith(bom):
+            unit = 4 if name == "UTF-32" else 2
+            try:   # the mark, then whole characters of that encoding (b"\xff\xfe junk" is not UTF-16)
+                data[:4096].decode(name.lower())
+            except UnicodeDecodeError:
+                return None
+            if len(data) % unit:
+                return None
             return f"{name} ({order}-endian) text (its byte-order mark {bom.hex(' ').upper()})", name
     head = data[:64]
     if len(head) >= 8 and len(head) % 2 == 0:
