@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require_jax
 from tests.test_guard_your_layout import solved  # noqa: F401 (the fixture: the MLP sample solved, its layouts)
 
 DATA = ROOT / "tests" / "data" / "cli"
@@ -200,3 +201,60 @@ def test_the_guard_off_warning_does_not_keep_a_plan_it_replaces(solved):
     assert info["your_layout"]["taken"] == "your layout" and info["unguarded"], info
     assert "is kept" not in note and "the guard-off rule would keep the plan found (" in note, note
     assert note.count("returned instead") == 1 and note.index("would keep") < note.index("your layout returned"), note
+
+
+# --------------------------------------------------------------------------- new user 37 F14: plan.check() of a constrained step
+
+CONSTRAINED = r'''
+import os, json, types
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hloshard.jax.check import check_plan, program
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+def step(params, x, y):   # MaxText style: an activation constrained to the mesh inside the step
+    def loss(p):
+        h = jax.lax.with_sharding_constraint(jax.nn.relu(x @ p["up"]), NamedSharding(mesh, P("data", "model")))
+        return jnp.mean((h @ p["down"] - y) ** 2)
+    l, g = jax.value_and_grad(loss)(params)
+    return l, {k: params[k] - 0.1 * g[k] for k in params}
+
+rng = np.random.default_rng(0)
+args = ({"up": rng.normal(size=(64, 128)).astype(np.float32) / 8,
+         "down": rng.normal(size=(128, 32)).astype(np.float32) / 11},
+        rng.normal(size=(16, 64)).astype(np.float32), rng.normal(size=(16, 32)).astype(np.float32))
+leaves, in_tree = jax.tree_util.tree_flatten(args)
+out_tree = jax.tree_util.tree_structure(jax.eval_shape(step, *args))
+closed = jax.make_jaxpr(lambda *a: step(*jax.tree_util.tree_unflatten(in_tree, a)))(*leaves)
+sh = lambda spec: NamedSharding(mesh, spec)
+# a plan as auto_shard returns it: the step's program, its arguments and results split over 'data' or replicated
+plan = types.SimpleNamespace(
+    source_fn=step, program=(closed, in_tree, out_tree, {}, {}, {}), fn=program(closed, out_tree), ties=[],
+    in_shardings=({"down": sh(P()), "up": sh(P())}, sh(P("data")), sh(P("data"))),
+    out_shardings=(sh(P()), {"down": sh(P()), "up": sh(P())}))
+rep = check_plan(plan, args, 1e-4, True)
+print(json.dumps({"ok": rep.ok, "float64": rep.float64, "reference": rep.reference, "text": str(rep)}))
+'''
+
+
+@pytest.mark.oracle
+def test_check_runs_a_step_that_constrains_its_own_values():
+    """New user 37 F14: ``plan.check()`` of a step that writes its own ``with_sharding_constraint`` (MaxText style)
+    failed with jax's "Received incompatible devices for jitted computation" (the unsharded reference ran on one
+    device).  The reference now runs on the plan's mesh, arguments replicated, and the report says so."""
+    require_jax()
+    import os
+    import subprocess
+
+    from hloshard.xla_check import child_argv
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(child_argv(["-c", CONSTRAINED], env), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["float64"], out["text"]
+    assert out["reference"].startswith("your function constrains values to a mesh of 8 devices"), out
+    assert out["text"].endswith("reference: " + out["reference"]), out["text"]
