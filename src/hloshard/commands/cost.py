@@ -24,8 +24,10 @@ when the module writes a sharded layout and leaves instructions open, ``open_to_
 at the top ``xla_bytes_per_device``, ``kind_agreement`` (instruction by instruction), ``collective_match`` (the
 collectives paired by kind, group size and bytes across the program), ``xla_unmatched_collectives``, ``xla_error``,
 ``xla_compile_error`` and ``xla_inlined_calls`` (the module's ``call``s XLA got inlined: jax.jit partitions
-each callee apart, the one difference from what it runs for the same shardings; README "cost").  Exit 2 on
-bad input, and for ``--xla`` when jax is not installed.
+each callee apart, the one difference from what it runs for the same shardings; README "cost"), and
+``xla_programs_note`` when the module leaves instructions open (:func:`xla_programs_note`).  Exit 2 on bad input,
+for ``--xla`` when jax is not installed, and when XLA did not compile the module (:func:`xla_failure`: no report
+when its partitioner failed; the report, then exit 2, when a later pass did).
 """
 
 from __future__ import annotations
@@ -218,8 +220,8 @@ def xla_propagation_note(module, result) -> str:
 
 
 def xla_programs_note(module, result) -> str:
-    """``cost --xla`` without ``--complete xla`` of a module that leaves instructions open (its summary line after the
-    comparison; JSON ``xla_programs_note``): the XLA column is not the predicted program.  XLA partitions the
+    """``cost --xla`` without ``--complete xla`` of a module that leaves instructions open (a note under the
+    comparison's headline; JSON ``xla_programs_note``): the XLA column is not the predicted program.  XLA partitions the
     module as written, so its own propagation shards what the module leaves open (:func:`hloshard.xla_compare.
     compare_module`), and, compiled with no propagation to outputs, it returns an open root's outputs replicated,
     where the prediction prices hloshard's completion of the same instructions; ``--complete xla --xla`` prices
@@ -241,13 +243,12 @@ def xla_programs_note(module, result) -> str:
             f"shardings), and cost --xla of what hloshard solve writes (nothing left open) compares hloshard's plan")
 
 
-def xla_failure(comparison, command: str = "cost") -> InputError | None:
+def xla_failure(error: str | None, later: str | None = None, command: str = "cost") -> InputError | None:
     """The one rule of ``--xla`` (``cost``, ``explain``) when XLA did not compile the module (fresh-clone check 37,
     #10f: a RET_CHECK exited 0 with the prediction alone, a C++ CHECK exited 2): an InputError (exit 2), else None.
-    ``comparison``: a :class:`hloshard.xla_compare.Comparison` (``xla_error``: the partitioner failed, nothing of
-    XLA's is measured, the command writes no report; ``xla_compile_error``: it partitioned, then a later pass failed
-    -- the report with XLA's collectives is written first)."""
-    error, later = getattr(comparison, "xla_error", None), getattr(comparison, "xla_compile_error", None)
+    ``error``: the partitioner failed (:attr:`hloshard.xla_compare.Comparison.xla_error`): nothing of XLA's is
+    measured and the command writes no report; ``later``: it partitioned, then a later pass failed
+    (``xla_compile_error``): the report with XLA's collectives is written first.  ``command``: whose message."""
     if error:
         return InputError(f"XLA could not partition the module, so --xla has no figure of XLA's: {error.rstrip('.')}; "
                           f"hloshard {command} without --xla gives the prediction alone")
@@ -453,7 +454,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before
     inlined = len(getattr(module, "inlined_calls", None) or {})
-    failed = xla_failure(comparison) if comparison is not None else None
+    failed = None if comparison is None else xla_failure(comparison.xla_error, comparison.xla_compile_error)
     if failed is not None and comparison.xla_error:   # nothing of XLA's to show: no report (exit 2)
         raise failed.locate("<stdin>" if module_file == "-" else module_file)
     programs = xla_programs_note(module, result) if comparison is not None and by_xla is None else ""

@@ -11,7 +11,6 @@ import sys
 import click
 
 from .options import Integer, apply_ties, device_option, mesh_options, tie_option, timed_mesh_from_options
-from ..errors import InputError
 from ..explain_instruction import attach_xla, explain_instruction, in_seconds, render_text
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
@@ -19,7 +18,7 @@ from ..load import load_module
 from ..report_html import explain_report_html
 from ..textout import report_console
 from .common import check_outputs, note_input, print_warnings, show_progress, step, xla_ready
-from .cost import check_time_limit
+from .cost import check_time_limit, xla_failure
 from .progress import SolverProgress
 
 EXAMPLES = """\b
@@ -87,10 +86,9 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
-        if (expl.xla or {}).get("error"):   # cost --xla's rule: no figure of XLA's is a failure, exit 2
-            raise InputError(f"XLA could not partition the module, so --xla has no figure of XLA's: "
-                             f"{expl.xla['error'].rstrip('.')}; hloshard explain without --xla gives the prediction alone",
-                             filename=name)
+        failed = xla_failure((expl.xla or {}).get("error"), command="explain")   # cost --xla's one rule
+        if failed is not None:
+            raise failed.locate(name)
     print_warnings(expl.warnings)   # stderr in every format, as cost and solve give them (fresh-clone check 37, #9)
     if html_file:
         write_text_atomic(html_file, explain_report_html(expl.to_json()))
