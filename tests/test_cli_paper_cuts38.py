@@ -258,3 +258,22 @@ def test_check_runs_a_step_that_constrains_its_own_values():
     assert out["ok"] and out["float64"], out["text"]
     assert out["reference"].startswith("your function constrains values to a mesh of 8 devices"), out
     assert out["text"].endswith("reference: " + out["reference"]), out["text"]
+
+
+# --------------------------------------------------------------------------- fresh37 #10d (round 36 finding 5)
+
+def test_solve_reports_the_peak_cost_gives_of_its_written_module(tmp_path):
+    """Fresh-clone checks 36 #5 and 37 #10d: ``solve tiny_step.hlo --mesh data=2,model=4 --tie matching
+    --deterministic`` (a jax dump of a small training step) said the written module "peaks at 349.1 KiB per device
+    (as hloshard cost evaluates it)" -- 357,484 B -- and ``cost`` of it said 365,676 B.  Its local moves gave
+    ``mul.53`` its pin's layout, which makes the pin forward and fuse; the breadth-first schedule cached on the module
+    (``build.program_orders``, keyed without shardings) was reused, so the re-pricing placed the pin as before."""
+    out, report = tmp_path / "ts.hlo", tmp_path / "ts.json"
+    r = run(["solve", DATA / "tiny_step.hlo", "--mesh", "data=2,model=4", "--tie", "matching", "--deterministic",
+             "-o", out, "--report", report, "--quiet"])
+    assert r.exit_code == 0, r.output
+    solved = json.loads(report.read_text())
+    priced = json.loads(run(["cost", out, "--format", "json"]).stdout)
+    assert solved["peak_memory_per_device"] == priced["peak_memory_per_device"] == 365_676, \
+        (solved["peak_memory_per_device"], priced["peak_memory_per_device"])
+    assert abs(solved["objective"] - priced["total_cost"]) < 1e-6 * abs(priced["total_cost"])
