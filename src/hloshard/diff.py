@@ -94,8 +94,8 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names), ``only_in_a_change`` /
     ``only_in_b_change`` (what those add to the total change, per kind: minus A's own cost, plus B's;
     e.g. the operand pins ``solve`` writes, which carry the resharding their consumers paid in A, so
-    the differences, ``same_sharding_change`` and these two add up to the total change), ``unannotated`` and
-    ``completion`` per side (how many instructions carried no sharding; how ``cost`` chose them).
+    the differences, ``same_sharding_change`` and these two add up to the total change), ``unannotated``,
+    ``warnings`` (``cost``'s, e.g. a ``while`` whose trip count is a guess) and ``completion`` per side (how many instructions carried no sharding; how ``cost`` chose them).
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: the fast
     completion), for each module in turn.  ``state`` per side (:func:`state_layouts`): how many of the
     module's ties it was priced with, and how many outputs shaped like a parameter leave in another layout
@@ -149,6 +149,8 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
             "only_in_a_change": {k: round(-sum(ca[n][k] for n in ca if n not in cb), 6) for k in KINDS},
             "only_in_b_change": {k: round(sum(cb[n][k] for n in cb if n not in ca), 6) for k in KINDS},
             "unannotated": {"a": len(ra.unannotated), "b": len(rb.unannotated)},
+            # what each side's pricing assumed, as cost gives it (a while's guessed trip count; fresh37 #9)
+            "warnings": {"a": list(ra.warnings or ()), "b": list(rb.warnings or ())},
             "instructions_counted": {"a": ra.instructions, "b": rb.instructions},
             "completion": {"a": ra.completion_words(with_time=False), "b": rb.completion_words(with_time=False)}}
 

@@ -85,7 +85,14 @@ class Explanation:
         if self.xla is not None:
             out["xla"] = self.xla
         out["notes"] = list(self.notes)
+        out["warnings"] = self.warnings
         return out
+
+    @property
+    def warnings(self) -> list:
+        """What the pricing of the module assumed that the user should know, as ``cost`` gives it (its JSON
+        ``warnings``: the cost graph's, e.g. a ``while`` whose trip count is a guess; fresh-clone check 37, #9)."""
+        return list(getattr(self.cost_result, "warnings", None) or ())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import shlex
 import stat
 import sys
 import tempfile
@@ -103,15 +104,94 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
     return -1, at
 
 
-def binary_kind(data: bytes) -> str | None:
-    """What a file that is not UTF-8 text most likely is, when hloshard can tell, as a hint for the error (new user
-    36 F9: a ``*.hlo.pb`` got only "not UTF-8 text (byte 22: ...)"): MLIR bytecode (the ``ML\\xefR`` magic:
-    ``jax.export``'s serialized StableHLO), or a binary HLO protobuf -- ``HloModuleProto`` (field 1, the module's
-    name, a printable string, then field 2 or 3: the entry's name or a computation), or XLA's ``HloProto`` dump,
-    which holds one as its field 1 -- else None."""
+#: compressed files by their magic bytes: (magic, format, the command that gives the text back)
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -c FILE"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc FILE"),
+               (b"\xfd7zXZ\x00", "xz", "xz -dc FILE"), (b"BZh", "bzip2", "bunzip2 -c FILE"),
+               (b"PK\x03\x04", "zip", "unzip -p FILE"))
+
+
+def _jax_exported(data: bytes) -> bool:
+    """Whether ``data`` is ``jax.export``'s serialized ``Exported`` (``Exported.serialize()``, what
+    ``jax.export.deserialize`` reads): a flatbuffer -- a little-endian uint32 offset to its root table, whose first
+    int32 leads back to a vtable of uint16 sizes (the FlatBuffers binary format) -- that holds a byte vector (its
+    uint32 length, then the bytes) of MLIR bytecode (the ``ML\xefR`` magic): the StableHLO module.  It has no file
+    identifier of its own, hence the two checks (fresh-clone check 37, finding 8)."""
+    import struct
+
+    if len(data) < 16 or data.startswith(b"ML\xefR"):
+        return False
+    root = struct.unpack_from("<I", data, 0)[0]
+    if root % 4 or not 4 <= root <= len(data) - 4:
+        return False
+    vtable = root - struct.unpack_from("<i", data, root)[0]
+    if not 0 <= vtable <= len(data) - 4:
+        return False
+    vt_size, table_size = struct.unpack_from("<HH", data, vtable)
+    if vt_size < 4 or vt_size % 2 or vtable + vt_size > len(data) or table_size < 4:
+        return False
+    at = data.find(b"ML\xefR", 4)
+    while at >= 4:
+        if at + struct.unpack_from("<I", data, at - 4)[0] <= len(data):
+            return True
+        at = data.find(b"ML\xefR", at + 1)
+    return False
+
+
+def _utf16(data: bytes) -> tuple[str, str] | None:
+    """``(words, iconv's name)`` -- ``UTF-16`` / ``UTF-32`` with the byte order -- when ``data`` starts with that
+    encoding's byte-order mark and whole characters of it follow (iconv's name without the order: it reads the mark
+    and drops it), or looks like
+    ASCII text in UTF-16 without one (a NUL byte beside each character of its first 64 bytes; ``UTF-16LE`` /
+    ``UTF-16BE``), else None."""
+    for bom, name, order in ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-32", "big"),
+                             (b"\xff\xfe", "UTF-16", "little"), (b"\xfe\xff", "UTF-16", "big")):
+        if data.startswith(bom):
+            unit = 4 if name == "UTF-32" else 2
+            try:   # the mark, then whole characters of that encoding (b"\xff\xfe junk" is not UTF-16)
+                data[:4096].decode(name.lower())
+            except UnicodeDecodeError:
+                return None
+            if len(data) % unit:
+                return None
+            return f"{name} ({order}-endian) text (its byte-order mark {bom.hex(' ').upper()})", name
+    head = data[:64]
+    if len(head) >= 8 and len(head) % 2 == 0:
+        for zeros, chars, order in ((head[1::2], head[0::2], "LE"), (head[0::2], head[1::2], "BE")):
+            if not zeros.strip(b"\x00") and all(32 <= c < 127 or c in (9, 10, 13) for c in chars):
+                return (f"UTF-16 ({'little' if order == 'LE' else 'big'}-endian) text without a byte-order mark",
+                        f"UTF-16{order}")
+    return None
+
+
+def binary_kind(data: bytes, name: str = "FILE") -> str | None:
+    """What a file that is not UTF-8 text most likely is, when hloshard can tell, with what to give instead, as a
+    hint for the error (new user 36 F9: a ``*.hlo.pb`` got only "not UTF-8 text (byte 22: ...)"; fresh-clone check
+    37, finding 8: ``jax.export``'s serialized bytes, a gzipped file and UTF-16 text got no hint):
+    ``jax.export``'s serialized ``Exported`` (:func:`_jax_exported`); bare MLIR bytecode (the ``ML\xefR`` magic:
+    the StableHLO module an ``Exported`` holds, ``mlir_module_serialized``); a compressed file (gzip, zstd, xz,
+    bzip2, zip: :data:`_COMPRESSED`); UTF-16 or UTF-32 text (:func:`_utf16`); or a binary HLO protobuf --
+    ``HloModuleProto`` (field 1, the module's name, a printable string, then field 2 or 3: the entry's name or a
+    computation), or XLA's ``HloProto`` dump, which holds one as its field 1 -- else None.  ``name``: the file's
+    name as the commands to run name it (standard input: ``<stdin>``, written ``FILE``)."""
+    raw = "FILE" if name in ("-", "<stdin>") else name
+    name = raw if raw == "FILE" else shlex.quote(raw)
     if data.startswith(b"ML\xefR"):
-        return ("MLIR bytecode (a serialized StableHLO module, as jax.export writes it); hloshard reads StableHLO as "
-                "text (.mlir: jax.jit(f).lower(...).as_text())")
+        return ("MLIR bytecode (a StableHLO module serialized, as jax.export's Exported.mlir_module_serialized holds "
+                "it); hloshard reads StableHLO as text (.mlir: jax.jit(f).lower(...).as_text(), or "
+                "exported.mlir_module() of a jax.export.Exported)")
+    if _jax_exported(data):
+        return ("jax.export's serialized Exported (Exported.serialize(): a flatbuffer holding the StableHLO module as "
+                f"MLIR bytecode); hloshard reads text: save jax.export.deserialize(open({raw!r}, 'rb').read())"
+                ".mlir_module() as a .mlir file (StableHLO text), or write HLO text with "
+                "jax.jit(f).lower(...).as_text(dialect='hlo')")
+    for magic, fmt, command in _COMPRESSED:
+        if data.startswith(magic):
+            command = command.replace("FILE", name)
+            return (f"a {fmt}-compressed file; hloshard reads the text itself: decompress it first "
+                    f"({command} > module.hlo, or {command} | hloshard COMMAND -)")
+    wide = _utf16(data)
+    if wide:
+        return f"{wide[0]}; hloshard reads UTF-8: save the file as UTF-8 (iconv -f {wide[1]} -t UTF-8 {name} > module.hlo)"
     for start in (0, None):
         at = 0
         if start is None:   # HloProto: field 1 is the HloModuleProto, a length-delimited message
@@ -141,7 +221,7 @@ def read_text(path: str) -> str:
     except UnicodeDecodeError as exc:
         line, column = undecodable_position(data, exc)   # file:line:col, as lint's HS001 places it
         shown = "<stdin>" if path == "-" else path   # as the parser names standard input (fresh-clone check 30)
-        kind = binary_kind(data)
+        kind = binary_kind(data, shown)
         raise UsageError(f"{shown}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})"
                          + (f"; this looks like {kind}" if kind else "")) from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text

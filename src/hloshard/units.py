@@ -1,4 +1,4 @@
-"""Byte sizes on the command line: plain integers or IEC/SI suffixes (``64MiB``, ``1.5GB``)."""
+"""Byte sizes on the command line: plain integers or IEC/SI suffixes (``64MiB``, ``1.5GB``; :data:`UNIT_RULE`)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,24 @@ import re
 
 from .errors import UsageError
 
-_UNITS = {
-    "": 1, "b": 1,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
-    "pib": 2**50, "eib": 2**60, "pb": 10**15, "eb": 10**18, "p": 2**50, "e": 2**60,
-}
+#: One rule for every byte size hloshard reads (new user 37 F7: ``5mb`` was 5,000,000 B and ``5m`` 5 MiB): a unit
+#: with an ``i`` is a power of 1024 (IEC: KiB, MiB, GiB ..., or Ki, Mi, Gi ...), any other a power of 1000 (SI:
+#: kB, MB, GB ..., or k, M, G ...), whatever the case -- as hloshard's own figures write MB (10**6) and MiB (2**20).
+#: :data:`UNIT_RULE` says it in words, for ``--help`` and errors.
+_UNITS = {"": 1, "b": 1}
+for _k, _p in (("k", 1), ("m", 2), ("g", 3), ("t", 4), ("p", 5), ("e", 6)):
+    _UNITS.update({_k: 1000 ** _p, _k + "b": 1000 ** _p, _k + "i": 1024 ** _p, _k + "ib": 1024 ** _p})
+
+#: the unit rule in words (``--memory-budget`` / ``--bucket-bytes`` help, the unknown-unit error)
+UNIT_RULE = ("KiB, MiB, GiB, TiB (or Ki, Mi, Gi, Ti) are powers of 1024; kB, MB, GB, TB (or k, M, G, T) powers "
+             "of 1000; case is ignored, so 5mb = 5M = 5,000,000 B and 5MiB = 5Mi = 5,242,880 B")
 _RE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(text: str) -> int:
-    """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB``, ``1e9`` (IEC suffixes are powers of
-    two, SI suffixes powers of ten, bare K/M/G/T powers of two). Returns bytes (int).
+    """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB``, ``1e9``, by one rule (:data:`UNIT_RULE`): a
+    unit with an ``i`` is a power of 1024, any other a power of 1000, in any case (``5mb`` = ``5M`` = 5,000,000;
+    until round 38 a bare ``5m`` was 5 MiB). Returns bytes (int).
 
     Raises UsageError on anything else (unknown suffix, empty), on a negative size, on a fraction of a
     byte (``1.5``, ``1.5B``: a whole number of bytes or a unit, ``1.5GiB``), and on one of 2**63 bytes
@@ -42,7 +47,8 @@ def parse_bytes(text: str) -> int:
                          f"or a unit (e.g. {m.group(1)}GiB)")
     if m and m.group(2).lower() not in _UNITS:   # a number with a unit we do not know: say which units we do
         raise UsageError(f"invalid byte size {text!r}: unknown unit {m.group(2)!r}; expected B, KiB, MiB, GiB, TiB, "
-                         f"PiB (powers of 2) or kB, MB, GB, TB, PB (powers of 10)")
+                         f"PiB (or Ki, Mi, Gi, Ti, Pi: powers of 1024) or kB, MB, GB, TB, PB (or k, M, G, T, P: powers "
+                         f"of 1000), in any case")
     if not m:
         raise UsageError(expected)
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]

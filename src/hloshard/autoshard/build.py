@@ -82,9 +82,12 @@ def _structure_key(module) -> tuple:
     """What :func:`hloshard.cost.liveness.program_schedule` reads of ``module``: per computation its
     root and, per instruction in text order, the instruction, opcode, shape, operands, control
     predecessors, called computations and custom-call target.  Instructions and computations compare
-    by identity (the key holds them, so an id is never reused while it lives); shardings are not in it
-    (writing a plan changes no schedule); a pin copy inserted changes it; so does the fusion backend
-    (:func:`hloshard.cost.liveness.set_fusion_backend`)."""
+    by identity (the key holds them, so an id is never reused while it lives); a pin copy inserted changes it; so
+    does the fusion backend (:func:`hloshard.cost.liveness.set_fusion_backend`), and so do the written shardings
+    (:func:`hloshard.cost.liveness.written_layouts`): fusion reads them -- a pin that reshards gets a buffer, one whose
+    operand already has its layout forwards and fuses -- and the schedule places fused instructions apart (round 38:
+    a local move that gave an operand its pin's layout was priced on the old schedule, 357,484 B where ``cost`` of
+    the written module says 365,676 B)."""
     out: list = [fusion_backend(module)]
     for comp in module.computations:
         out.append((comp, comp.root, module.entry is comp))
@@ -92,7 +95,7 @@ def _structure_key(module) -> tuple:
             a = i.attrs
             out.append((i, i.opcode, i.shape, tuple(i.operands), tuple(a.get("control-predecessors") or ()),
                         tuple(i.called_computations), a.get("custom_call_target")))
-    return tuple(out)
+    return tuple(out), written_layouts(module)
 
 
 def program_orders(module) -> tuple[list, list]:

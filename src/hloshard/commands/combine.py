@@ -18,6 +18,7 @@ from ..combine import combine_module, parse_kinds
 from ..errors import UsageError
 from ..hlo import parse_file, print_module
 from ..io import is_stdout, write_text_atomic
+from ..units import UNIT_RULE
 from .common import check_outputs, note_input
 
 
@@ -31,7 +32,8 @@ Examples:
 @click.option("--kinds", default="all-gather,reduce-scatter,all-reduce", show_default=True, metavar="K1,K2",
               help="collective kinds to combine (comma-separated: all-gather, reduce-scatter, all-reduce)")
 @click.option("--bucket-bytes", type=BYTE_SIZE, default="25MiB", show_default=True, metavar="SIZE",
-              help="most bytes per device one combined collective may move (e.g. 4MiB; 0 disables combining)")
+              help="most bytes per device one combined collective may move (e.g. 4MiB; 0 disables combining). "
+                   "Units: " + UNIT_RULE + ".")
 @click.option("-o", "--output", "output", default="-", show_default=True, metavar="OUT",
               help="where to write the combined module ('-' = standard output)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -24,8 +24,10 @@ when the module writes a sharded layout and leaves instructions open, ``open_to_
 at the top ``xla_bytes_per_device``, ``kind_agreement`` (instruction by instruction), ``collective_match`` (the
 collectives paired by kind, group size and bytes across the program), ``xla_unmatched_collectives``, ``xla_error``,
 ``xla_compile_error`` and ``xla_inlined_calls`` (the module's ``call``s XLA got inlined: jax.jit partitions
-each callee apart, the one difference from what it runs for the same shardings; README "cost").  Exit 2 on
-bad input, and for ``--xla`` when jax is not installed.
+each callee apart, the one difference from what it runs for the same shardings; README "cost"), and
+``xla_programs_note`` when the module leaves instructions open (:func:`xla_programs_note`).  Exit 2 on bad input,
+for ``--xla`` when jax is not installed, and when XLA did not compile the module (:func:`xla_failure`: no report
+when its partitioner failed; the report, then exit 2, when a later pass did).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from rich.table import Table
 from ..autoshard import evaluate_as_written, per_instruction_costs
 from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
 from ..cost.tpu_partitioner import tpu_partitioned_view
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..hlo.inline import inline_calls
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
@@ -214,19 +216,60 @@ def xla_propagation_note(module, result) -> str:
     one = len(un) == 1   # "XLA may shard it otherwise" for one (fresh-clone check 33)
     return (f"{counted(len(un), 'instruction')} left open {'was' if one else 'were'} completed by hloshard, not by XLA's propagation from the "
             f"written shardings (what jax.jit runs): XLA may shard {'it' if one else 'them'} otherwise and move more -- "
-            f"--complete xla prices XLA's choice, --xla shows what it does")
+            f"--complete xla prices XLA's choice (with --xla, beside XLA's own figures for it)")
+
+
+def xla_programs_note(module, result) -> str:
+    """``cost --xla`` without ``--complete xla`` of a module that leaves instructions open (a note under the
+    comparison's headline; JSON ``xla_programs_note``): the XLA column is not the predicted program.  XLA partitions the
+    module as written, so its own propagation shards what the module leaves open (:func:`hloshard.xla_compare.
+    compare_module`), and, compiled with no propagation to outputs, it returns an open root's outputs replicated,
+    where the prediction prices hloshard's completion of the same instructions; ``--complete xla --xla`` prices
+    and compiles one program, XLA's propagation written on the module with the open outputs as ``jax.jit``
+    without ``out_shardings`` leaves them (fresh-clone check 37, finding 7: the quick start's input, 162.0 KiB
+    predicted against 3.1 MiB by XLA, which are 818.0 = 818.0 KiB with ``--complete xla``).  '' when nothing is
+    open or for a per-device program.  Changes no figure."""
+    un = result.unannotated
+    if not un or result.method == "per-device":
+        return ""
+    root = module.entry.root
+    outputs = (" and returned the module's outputs replicated (its root carries no sharding, and --xla compiles "
+               "with no propagation to outputs, where jax.jit without out_shardings lets XLA choose them)"
+               if root.sharding is None else "")
+    return (f"the two columns price different programs: XLA partitioned the {counted(len(un), 'instruction')} the "
+            f"module leaves open with its own propagation from the written shardings{outputs}, while the prediction "
+            f"prices hloshard's completion of them; --complete xla --xla compares like with like (both price XLA's "
+            f"propagation, written on the module, the outputs as jax.jit leaves them: what jax.jit runs with these "
+            f"shardings), and cost --xla of what hloshard solve writes (nothing left open) compares hloshard's plan")
+
+
+def xla_failure(error: str | None, later: str | None = None, command: str = "cost") -> InputError | None:
+    """The one rule of ``--xla`` (``cost``, ``explain``) when XLA did not compile the module (fresh-clone check 37,
+    #10f: a RET_CHECK exited 0 with the prediction alone, a C++ CHECK exited 2): an InputError (exit 2), else None.
+    ``error``: the partitioner failed (:attr:`hloshard.xla_compare.Comparison.xla_error`): nothing of XLA's is
+    measured and the command writes no report; ``later``: it partitioned, then a later pass failed
+    (``xla_compile_error``): the report with XLA's collectives is written first.  ``command``: whose message."""
+    if error:
+        return InputError(f"XLA could not partition the module, so --xla has no figure of XLA's: {error.rstrip('.')}; "
+                          f"hloshard {command} without --xla gives the prediction alone")
+    if later:
+        return InputError(f"XLA partitioned the module (its collectives are in the report), then a later compile "
+                          f"pass failed, so XLA cannot run it: {later.rstrip('.')}")
+    return None
 
 
 def _mb(x: float) -> float:
     return round(float(x), 3)
 
 
-def render_comparison(con, comparison, top: int, memory_device: str | None = None, shardy: bool = False) -> None:
+def render_comparison(con, comparison, top: int, memory_device: str | None = None, shardy: bool = False,
+                      programs: str = "") -> None:
     """Print predicted vs XLA collectives (rich console): totals, then the ``top`` instructions with the
     largest difference (kinds, ring bytes per device over all executions), then unmatched XLA collectives,
     then memory (:func:`render_memory`; ``memory_device``: the TPU whose layout the prediction follows).
     ``shardy``: the module is a Shardy-mode jax export, whose ``jax.jit`` partitions with Shardy by default: the
-    headline names XLA's figure as GSPMD's (new user 33 F6: 11.8 MiB read as what jax.jit moves, 28.6 MB)."""
+    headline names XLA's figure as GSPMD's (new user 33 F6: 11.8 MiB read as what jax.jit moves, 28.6 MB).
+    ``programs``: :func:`xla_programs_note`, printed under the headline it explains."""
     if comparison.xla_error:
         con.print(f"XLA could not partition the module: {comparison.xla_error}")
         return
@@ -241,6 +284,8 @@ def render_comparison(con, comparison, top: int, memory_device: str | None = Non
               + f"; {match_words(comparison.collective_match)}; instruction by instruction, collective kinds agree on "
               + ("-" if agree is None else f"{agree:.0%}")
               + f" of {len(comparison.compared)} instructions with a collective")
+    if programs:
+        print_labelled(con, "note:", programs)
     moved = comparison.collective_match.moved_rows
     rows = sorted(comparison.compared, key=lambda i: (-abs(i.predicted_bytes - i.xla_bytes), i.name))
     t = Table(header_style="bold", title="predicted vs XLA collectives")
@@ -409,6 +454,12 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before
     inlined = len(getattr(module, "inlined_calls", None) or {})
+    failed = None if comparison is None else xla_failure(comparison.xla_error, comparison.xla_compile_error)
+    if failed is not None and comparison.xla_error:   # nothing of XLA's to show: no report (exit 2)
+        raise failed.locate("<stdin>" if module_file == "-" else module_file)
+    programs = xla_programs_note(module, result) if comparison is not None and by_xla is None else ""
+    if programs:   # the XLA column partitions XLA's propagation of what the prediction completed (fresh37 #7)
+        report["xla_programs_note"] = programs
     if comparison is not None:   # the one way --xla's module differs from what jax.jit partitions
         report["xla_inlined_calls"] = inlined
         if module_meshes(module):   # a Shardy-mode export: jax.jit's own partitioner is another one
@@ -433,6 +484,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     print_warnings(report["warnings"])   # stderr, as solve gives them (README: warnings go to stderr)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
+        if failed is not None:   # XLA partitioned it, then failed: the report is written, the exit status says it
+            raise failed.locate("<stdin>" if module_file == "-" else module_file)
         return
     buf = StringIO()
     con = report_console(buf, terminal=output in (None, "-") and sys.stdout.isatty())
@@ -484,7 +537,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     print_table(con, t)
     if comparison is not None:
         render_comparison(con, comparison, top, getattr(dmesh, "memory_device", None),
-                          shardy=bool(report.get("xla_partitioner_note")))
+                          shardy=bool(report.get("xla_partitioner_note")), programs=programs)
         if report.get("xla_partitioner_note"):
             print_labelled(con, "note:", report['xla_partitioner_note'])
         if inlined:
@@ -492,3 +545,5 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
                       f"hloshard prices it; jax.jit partitions each called computation apart, so a value two callees reshard alike is "
                       f"resharded once here and may be once per call there")
     write_text_atomic(output or "-", buf.getvalue())
+    if failed is not None:   # XLA partitioned it, then failed: the report is written, the exit status says it
+        raise failed.locate("<stdin>" if module_file == "-" else module_file)

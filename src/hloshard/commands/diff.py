@@ -16,7 +16,7 @@ from ..io import write_text_atomic
 from ..load import load_module
 from ..report_html import diff_report_html
 from ..textout import report_console
-from .common import check_outputs, note_input, show_progress, step
+from .common import check_outputs, note_input, print_warnings, show_progress, step
 from .cost import check_time_limit, named_counts, xla_completion
 from .options import (Integer, apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
                       timed_mesh_from_options)
@@ -99,6 +99,7 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
         report["xla_completion"] = completed
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
         in_seconds(report, scale.seconds_per_unit, scale.profile.name)
+    print_warnings(side_warnings(report["warnings"], file_a, file_b))   # stderr in every format, as cost gives them
     if html_file:
         write_text_atomic(html_file, diff_report_html(report))
     if fmt == "json":
@@ -109,3 +110,12 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     buf.write(f"A = {file_a}\nB = {file_b}\n")
     render_text(report, report_console(buf, terminal=output == "-" and sys.stdout.isatty()), top=top, names=names)
     write_text_atomic(output, buf.getvalue())
+
+
+def side_warnings(warnings: dict, file_a: str, file_b: str) -> list[str]:
+    """``diff``'s warnings on stderr: each of ``warnings`` (``{"a": [...], "b": [...]}``, :func:`hloshard.diff.diff_plans`'s,
+    ``cost``'s text for each side) once, as ``cost`` words it when both sides give it (two plans of one module share
+    its loops), else after the file it is about (fresh-clone check 37, #9: a guessed trip count was priced silently)."""
+    a, b = warnings.get("a") or [], warnings.get("b") or []
+    return ([w for w in a if w in b] + [f"{file_a}: {w}" for w in a if w not in b]
+            + [f"{file_b}: {w}" for w in b if w not in a])

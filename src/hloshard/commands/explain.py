@@ -17,8 +17,8 @@ from ..io import write_text_atomic
 from ..load import load_module
 from ..report_html import explain_report_html
 from ..textout import report_console
-from .common import check_outputs, note_input, show_progress, step, xla_ready
-from .cost import check_time_limit
+from .common import check_outputs, note_input, print_warnings, show_progress, step, xla_ready
+from .cost import check_time_limit, xla_failure
 from .progress import SolverProgress
 
 EXAMPLES = """\b
@@ -86,6 +86,10 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
+        failed = xla_failure((expl.xla or {}).get("error"), command="explain")   # cost --xla's one rule
+        if failed is not None:
+            raise failed.locate(name)
+    print_warnings(expl.warnings)   # stderr in every format, as cost and solve give them (fresh-clone check 37, #9)
     if html_file:
         write_text_atomic(html_file, explain_report_html(expl.to_json()))
     if fmt == "json":

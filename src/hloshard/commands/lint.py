@@ -44,8 +44,8 @@ def sparse_notes(files, share: float = 0.5, unparsable=()) -> list[str]:
     shardings written, so "All checks passed" says nothing of the layouts XLA's propagation will give the rest
     (new user 30, F16: a GPT-2 export linted clean while ``cost`` listed 256-768 KiB collectives XLA inserts).
     Counted on the text (instruction lines, and those with ``sharding={``); a file that cannot be read is
-    skipped, and so are ``unparsable`` files (an HS001 finding: ``cost`` would refuse them, and the count is of a
-    text that does not parse) and XLA's compiled per-device text (``is_scheduled=true``: partitioned already, it
+    skipped, and so are ``unparsable`` files (the CLI passes those with an error finding: HS001, whose count would
+    be of a text that does not parse, or one XLA refuses, such as HS111, on which the proposed run exits 2) and XLA's compiled per-device text (``is_scheduled=true``: partitioned already, it
     has nothing left for XLA's propagation; new user 33 F15, fresh-clone check 33)."""
     sparse = []
     for path in files:
@@ -170,7 +170,9 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
                                          unreadable=result.unreadable_inputs))
     for message in result.unreadable:
         click.echo(f"hloshard: error: {message}", err=True)
-    for note in sparse_notes(result.files, unparsable={f.path for f in result.findings if f.code == "HS001"}):
+    # a file with an error finding is one XLA refuses: no note proposing an XLA run of it (fresh-clone check 37, #10a:
+    # HS111's file was told to run `cost --complete xla --xla`, which exits 2 on it)
+    for note in sparse_notes(result.files, unparsable={f.path for f in result.findings if f.severity == "error"}):
         click.echo(f"note: {note}", err=True)
     code = result.exit_code(options.fail_on)
     if code:

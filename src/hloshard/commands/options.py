@@ -146,7 +146,7 @@ class Integer(click.IntRange):
 
 class ByteSize(click.ParamType):
     """A byte size: a plain integer or a size with a suffix (``64MiB``, ``2GiB``, ``1.5GB``) -> int bytes
-    (:func:`hloshard.units.parse_bytes`)."""
+    (:func:`hloshard.units.parse_bytes`, its one rule :data:`hloshard.units.UNIT_RULE`)."""
 
     name = "bytes"
 

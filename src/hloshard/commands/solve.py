@@ -31,7 +31,7 @@ from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
-from ..units import budget_device_note, format_bytes, parse_memory_budget
+from ..units import UNIT_RULE, budget_device_note, format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, print_warnings, process_started, show_progress,
                      start_step, step, xla_ready)
@@ -413,7 +413,8 @@ where one is proven) or no solution was found within the time limit (nothing wri
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (the names --device takes, tpu-v5e, h100-sxm, "
-                   "...: its HBM size) or 'none' (default: no budget; with --device, that device's HBM).")
+                   "...: its HBM size) or 'none' (default: no budget; with --device, that device's HBM). Units: "
+                   + UNIT_RULE + ".")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "

@@ -30,7 +30,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..errors import HloSyntaxError
-from ..io import read_text
+from ..io import binary_kind, read_text
 from .attributes import (COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, INT64_MAX, MAX_DEVICES, AttrError, InlineBody,
                          NameRef, Raw, check_buffer_donor, check_input_output_alias, decode_attr)
 from .ir import Computation, Instruction, Module
@@ -1086,7 +1086,11 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
     """
     if "\0" in text:
         pos = text.index("\0")
-        raise make_error("NUL character in the input", text, filename, pos)
+        # UTF-16 text without a byte-order mark decodes as UTF-8 with a NUL beside each character: named as such,
+        # as hloshard.io names UTF-16 with its mark (fresh-clone check 37, finding 8)
+        wide = binary_kind(text[:64].encode("utf-8", "replace"), filename or "FILE")
+        raise make_error("NUL character in the input" + (f"; this looks like {wide}" if wide else ""), text, filename,
+                         pos)
     module = Module("module")
     ctx = _Ctx(text, filename, module)
     with _LOCK:

@@ -109,13 +109,16 @@ class LeafCheck:
 class CheckReport:
     """What :meth:`~hloshard.jax.api.AutoShardResult.check` returns: ``leaves`` (one :class:`LeafCheck`
     per output leaf), ``rtol`` (the tolerance ``rel_err`` is held to), ``float64`` (whether the float64
-    comparison ran) and ``note`` (why it did not, when asked for and impossible).  ``ok``: no leaf
+    comparison ran), ``note`` (why it did not, when asked for and impossible) and ``reference`` (how the
+    unsharded step ran when the user's own constraints kept it off one device, :data:`ON_THE_MESH`).  ``ok``: no leaf
     ``"wrong"``, and no leaf flagged when float64 did not run; ``str(report)`` is a table."""
 
     leaves: list
     rtol: float
     float64: bool
     note: str | None = None
+    #: how the reference ran when not on one device (:data:`ON_THE_MESH`), else None
+    reference: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -149,7 +152,7 @@ class CheckReport:
                       f"its own size, f32 floor >= 1: the reference is ~0, so their relative error is noise)")
                    + ("; `plan.check(..., float64=True)` tells rounding from a wrong plan"
                       if any(leaf.verdict == "unknown" for leaf in self.leaves) else ""))
-        return "\n".join(rows + [summary])
+        return "\n".join(rows + [summary] + ([f"reference: {self.reference}"] if self.reference else []))
 
 
 def program(closed, out_tree, constraints=None, operand_constraints=None, body_constraints=None,
@@ -216,6 +219,37 @@ def traced_with_x64(closed) -> bool:
     return any(wide(c) for c in closed.consts) or walk(closed.jaxpr)
 
 
+def constrained_devices(closed) -> int:
+    """The most devices a ``with_sharding_constraint`` of ``closed`` (a ClosedJaxpr: the user's function, nested
+    jaxprs included) names (its ``sharding_constraint`` equations' ``sharding``), 0 when it has none: a function
+    that constrains its values to a mesh (MaxText / flax ``with_logical_constraint`` style) cannot run on one
+    device, as :func:`check_plan`'s reference otherwise does (new user 37 F14)."""
+    seen: set = set()
+    most = 0
+
+    def walk(jaxpr) -> None:
+        nonlocal most
+        if id(jaxpr) in seen:
+            return
+        seen.add(id(jaxpr))
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "sharding_constraint":
+                devices = getattr(eqn.params.get("sharding"), "device_set", None) or ()
+                most = max(most, len(devices))
+            for p in eqn.params.values():
+                for sub in _sub_jaxprs(p):
+                    walk(sub)
+
+    walk(closed.jaxpr)
+    return most
+
+
+#: CheckReport.reference when the user's own constraints need the mesh (:func:`constrained_devices`)
+ON_THE_MESH = ("your function constrains values to a mesh of {n} devices (with_sharding_constraint), so the "
+               "reference ran there, every argument replicated: your step as jax.jit runs it with only your "
+               "constraints, not on one device")
+
+
 def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     """:meth:`hloshard.jax.api.AutoShardResult.check` (its docstring)."""
     import jax
@@ -246,6 +280,18 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
         out_flat = jax.tree_util.tree_leaves(result.out_shardings)
         one = jax.devices()[0]
         local = [jax.device_put(x, one) for x in leaves]    # numpy float64 -> float32 with x64 off
+        # the user's own with_sharding_constraints name the mesh's devices: the reference cannot run on one device
+        # (jax: "Received incompatible devices for jitted computation"), so it runs on the plan's mesh, replicated
+        constrained = constrained_devices(closed)
+        if constrained > 1:
+            mesh = next((getattr(s, "mesh", None) for s in in_flat if getattr(s, "mesh", None) is not None), None)
+            if mesh is None or len(mesh.devices.flat) < constrained:
+                raise ValueError(f"check: your function constrains values to {constrained} devices "
+                                 f"(with_sharding_constraint) and the plan's shardings name no mesh that holds them, "
+                                 f"so the unsharded reference cannot run")
+            from jax.sharding import NamedSharding, PartitionSpec
+
+            local = [jax.device_put(x, NamedSharding(mesh, PartitionSpec())) for x in local]
         placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
     for i, (x, aval) in enumerate(zip(local, want_avals)):
         if hasattr(aval, "dtype") and x.dtype != aval.dtype:
@@ -303,7 +349,8 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
         leaf.flagged = leaf.rel_err > rtol
         leaf.verdict = verdict(leaf.rel_err, rtol, leaf.rel_err_f64, leaf.rel_err_f32_floor)
         rows.append(leaf)
-    return CheckReport(rows, float(rtol), bool(float64), note)
+    return CheckReport(rows, float(rtol), bool(float64), note,
+                       reference=ON_THE_MESH.format(n=constrained) if constrained > 1 else None)
 
 
 def xla_unmeasured(comparison) -> str | None:

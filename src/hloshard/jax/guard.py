@@ -1237,7 +1237,10 @@ def _no_worse_than_yours(first, result, guard: dict, known_plans, yours, unwritt
     out.written = None
     row["taken"] = name
     worse = "costs more" if float(result.evaluation.total) > cost * (1.0 + 1e-9) + 1e-9 else "peaks higher"
-    guard["note"] = (f"{guard.get('note') or 'memory guard'}; that plan {worse} than your layout (XLA's propagation "
+    # the guard-off rule's "the plan found is kept" no longer holds: said as what it would have done (new user 37 F13)
+    prior = (guard.get('note') or 'memory guard').replace("; the plan found is kept (",
+                                                          "; the guard-off rule would keep the plan found (")
+    guard["note"] = (f"{prior}; but that plan {worse} than your layout (XLA's propagation "
                      f"of your shardings: {float(ev.total):,.0f} at {format_bytes(peak)}, against "
                      f"{float(result.evaluation.total):,.0f} at {format_bytes(int(result.evaluation.peak_memory))}; "
                      f"cost, predicted peak per device): {name} returned instead "

@@ -189,7 +189,7 @@ def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Find
     mark or most binary files)."""
 
     line, column = undecodable_position(data, exc)
-    kind = binary_kind(data)   # the CLI's read_text names it the same way (new user 36 F9)
+    kind = binary_kind(data, path)   # the CLI's read_text names it the same way (new user 36 F9)
     message = f"not UTF-8 text (byte {exc.start}: {exc.reason}); " + (
         f"this looks like {kind}" if kind else "HLO text files are UTF-8")
     rule = SyntaxErrorRule
