@@ -46,7 +46,7 @@ from ..autoshard.coarse import given_plan
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
 from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
-from ..autoshard.solve import STARVED_SOLVE_SHARE
+from ..autoshard.solve import STARVED_SOLVE_SHARE, known_without_graph
 from ..autoshard.trivial import trivial_plans
 from ..cost.steptime import format_seconds
 from ..devices import get_profile
@@ -410,6 +410,25 @@ def per_device_warning(module, module_file: str) -> str | None:
             f".as_text(dialect=\"hlo\")`); `hloshard cost` prices this one as it runs")
 
 
+def _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic: bool, time_limit: float, started: float,
+            entered: float, t0: float, phases: dict):
+    """Exit 3 on a failed solve (``exc`` re-raised): a stopped build's message says what the limit went to before
+    the build, and ``--report`` gets :func:`failure_report`."""
+    if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
+        # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
+        # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
+        before = t0 - started
+        exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
+                    f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
+                    f"checking the module {t0 - entered:.1f} s, pricing the input as given "
+                    f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
+    if report_file:
+        write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
+                                                                 time.monotonic() - t0),
+                                                  indent=2, sort_keys=True) + "\n")
+    raise exc
+
+
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
     a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit.
@@ -615,20 +634,17 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       # the default limit, which ends late already: a starved search as long as
                                       # the build, not 0.5 s (new user 32 F4: the replicated plan written)
                                       starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
+    except BuildStopped as exc:
+        # no cost graph of any mesh in the time (new user 37's F16): a plan known without a search is written -- the
+        # input's own layout where it was priced, else every instruction replicated -- with a warning saying that
+        # nothing was searched (autoshard.solve.known_without_graph); the refusal (exit 3) where none keeps the budget
+        result = None if auto or export_problem else known_without_graph(module, dmesh, exc, priced, memory_budget)
+        if result is None:
+            _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic, time_limit, started, entered, t0,
+                    phases)
+        overrun(result.graph.warnings[-1])
     except SolveFailed as exc:
-        if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
-            # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
-            # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
-            before = t0 - started
-            exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
-                        f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
-                        f"checking the module {t0 - entered:.1f} s, pricing the input as given "
-                        f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
-        if report_file:
-            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
-                                                                     time.monotonic() - t0),
-                                                      indent=2, sort_keys=True) + "\n")
-        raise
+        _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic, time_limit, started, entered, t0, phases)
     phases["solve"] = time.monotonic()
     report = build_report(result, dmesh, keep, memory_budget)
     if per_device_note:
