@@ -410,18 +410,27 @@ def per_device_warning(module, module_file: str) -> str | None:
             f".as_text(dialect=\"hlo\")`); `hloshard cost` prices this one as it runs")
 
 
+def _said_before_build(exc, deterministic: bool, time_limit: float, started: float, entered: float, t0: float,
+                       phases: dict) -> None:
+    """A stopped build's message (``exc``, a :class:`BuildStopped`; anything else is left as it is) given what the
+    limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its deadline after 0.0 s"
+    read as the graph's fault when the interpreter's start had used the 5 s); once."""
+    if not isinstance(exc, BuildStopped) or deterministic or not exc.args or not isinstance(exc.args[0], str) \
+            or getattr(exc, "_before_said", False):
+        return
+    before = t0 - started
+    exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
+                f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
+                f"checking the module {t0 - entered:.1f} s, pricing the input as given "
+                f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
+    exc._before_said = True
+
+
 def _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic: bool, time_limit: float, started: float,
             entered: float, t0: float, phases: dict):
     """Exit 3 on a failed solve (``exc`` re-raised): a stopped build's message says what the limit went to before
-    the build, and ``--report`` gets :func:`failure_report`."""
-    if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
-        # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
-        # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
-        before = t0 - started
-        exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
-                    f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
-                    f"checking the module {t0 - entered:.1f} s, pricing the input as given "
-                    f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
+    the build (:func:`_said_before_build`), and ``--report`` gets :func:`failure_report`."""
+    _said_before_build(exc, deterministic, time_limit, started, entered, t0, phases)
     if report_file:
         write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                  time.monotonic() - t0),
@@ -638,6 +647,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         # no cost graph of any mesh in the time (new user 37's F16): a plan known without a search is written -- the
         # input's own layout where it was priced, else every instruction replicated -- with a warning saying that
         # nothing was searched (autoshard.solve.known_without_graph); the refusal (exit 3) where none keeps the budget
+        _said_before_build(exc, deterministic, time_limit, started, entered, t0, phases)
         result = None if auto or export_problem else known_without_graph(module, dmesh, exc, priced, memory_budget)
         if result is None:
             _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic, time_limit, started, entered, t0,
