@@ -2,7 +2,7 @@
 out in), liveness._compute_reduce_fusions original or lazy (lazy_cone.py); prints pairs and counts (must agree).
 argv: orig|lazy."""
 import sys, time
-sys.path.insert(0, "/work/notes/speed38")
+import os; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hloshard.load import load_module
 import hloshard.cost.liveness as L
 from hloshard.mesh import DeviceMesh

@@ -1,7 +1,7 @@
 """CPU of evaluate_module (hloshard cost) of an annotated module, liveness._compute_reduce_fusions original or lazy
 (lazy_cone.py); prints the total cost and the peak (they must agree).  argv: HLO, orig|lazy, mesh."""
 import sys, time
-sys.path.insert(0, "/work/notes/speed38")
+import os; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hloshard.load import load_module
 import hloshard.cost.liveness as L
 from hloshard.mesh import DeviceMesh
