@@ -464,7 +464,9 @@ Examples:
 Exit status: 0 solved; 2 bad input or options (nothing written); 3 no plan: the memory
 budget is infeasible (the message names the liveness point, the tensors and a lower bound
 where one is proven) or no solution was found within the time limit (nothing written);
-130 interrupted (never a partial output file).
+when not even the cost graph could be built in the time, the input's own layout (annotated
+input) or the replicated plan is written instead, exit 0, with a warning that nothing was
+searched; 130 interrupted (never a partial output file).
 """
 
 
