@@ -552,7 +552,8 @@ def guard_share_figures(deadline: float, now: float, traced: float, read_early: 
     10.7 s of tracing at load 14: 24.7 s of share against 32.5 s needed; at 180 s, 26.0 s of tracing: 77.0 against
     78.5) says why: with the share not kept, the first solve's builds run to the call's deadline (its solver gets
     :data:`FIRST_SHARE` of what they leave) and the data-parallel / FSDP baselines are not started early, so the guard
-    is off unless the first solve ends early.  Raises nothing."""
+    is off unless the first solve ends early.  Round 38: the share is the larger of that half and the need where
+    what is left holds the need and the first solve's own least (below).  Raises nothing."""
     left = max(0.0, float(deadline) - float(now))
     share = (1.0 - FIRST_SHARE) * left
     if read_early:
@@ -567,9 +568,11 @@ def guard_share_figures(deadline: float, now: float, traced: float, read_early: 
     # round 38 (issue 24): a half below the need is raised to it where what is left holds the need and the first
     # solve's own least -- a build, its solver's minimum and the written plan's pricing, each build or pricing
     # estimated by ``traced`` as the guard's are (later_phase_seconds: the same least of a phase that searches and
-    # prices); before, the half alone decided, and keras-hub's 4-layer Gemma at time_limit=10 and 15 (two idle cores,
-    # round 37) ran with the guard off while the deterministic call's guard took 4.2 s: 3.8 s and 6.3 s of share
-    # against 7.6-7.9 s "needed"
+    # prices); before, the half alone decided, and keras-hub's 4-layer Gemma on the 2-core machine at load 1-3
+    # (round 38) ran with the guard off at time_limit=10 (4.31 s of share against 4.62 s needed, 1.37 s of tracing)
+    # and at 15 (6.49 against 6.56, 2.02 s of tracing) while the deterministic call's guard took 4.28 s.  (Where the
+    # tracing is slow beside the rest -- the device machine's CPU in round 37: 2.4 s of tracing, a 4.2 s guard --
+    # the need is over-estimated and the rule does not reach it.)
     if share < need <= left - later_phase_seconds(traced):
         share = need
     return share, need
