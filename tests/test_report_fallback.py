@@ -30,6 +30,9 @@ def _fallback(monkeypatch, module, mesh_text: str):
     builds it, and the mesh."""
     mesh = DeviceMesh.for_module(module, mesh_text)
     monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (1e6, 99.0))
+    # (round 38: a proven coarse plan has the fine build tried in the time left, tests/test_fine_build_tried.py;
+    # the fallback is forced by taking it as not proven)
+    monkeypatch.setattr(coarse, "_proven", lambda sol: False)
     res = solve_module(module, mesh, time_limit=20.0, deadline=time.monotonic() + 20.0, stop_build=True, workers=1)
     assert getattr(res.graph, "coarse_fallback", None), "the fallback was not taken"
     report = build_report(res, mesh, "io", None)

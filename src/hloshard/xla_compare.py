@@ -46,6 +46,7 @@ extra) or when XLA cannot partition the module.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,6 +55,7 @@ from .cost.collectives import COLLECTIVE_KINDS, all_to_all_transposes, hbm_units
 from .hlo.loops import execution_counts
 from .hlo.parser import parse_module
 from . import xla_check
+from .errors import InputError
 from .autoshard import reshardings_of
 from .hlo import print_module
 from .hlo.attributes import Raw
@@ -62,7 +64,7 @@ from .strategy.ties import donors_as_aliases
 from .hlo.shape import parse_shape
 from .peak import peak_tensors
 from .sdy_mesh import SDY_RESULT_TARGETS
-from .xla_memory import xla_memory
+from .xla_memory import XlaMemory, xla_memory
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."
@@ -654,7 +656,7 @@ def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, tim
                                       crash_as_error=crash_as_error)
 
 
-def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
+def compare_module(module, mesh, evaluation, xla=None, tagged=None, timeout: float = 900.0) -> Comparison:
     """Predicted vs XLA collectives of ``module`` on ``mesh``.
 
     ``evaluation``: the :class:`hloshard.autoshard.CostResult` of the module (``evaluate_module``);
@@ -662,13 +664,26 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
     texts (the benchmark partitions many modules in one child); without it the module is tagged and
     partitioned here.  The module is partitioned as it is: instructions without a sharding get XLA's
     own propagation there, while the prediction uses the sharding ``cost`` chose for them.
-    Raises InputError when jax is missing or the child process fails as a whole."""
+    ``tagged``: :func:`tag_module_text`'s ``(text, tags)`` of the module taken before (``solve --xla`` tags the
+    GSPMD shardings before it adds Shardy's and writes its files); ``timeout``: seconds for both XLA children
+    together -- the partitioning first, the memory analysis in what it leaves (one that runs out is given as
+    ``XlaMemory.error``, the collectives kept).
+    Raises InputError when jax is missing, the child process fails as a whole, or the partitioning runs past
+    ``timeout`` ("XLA check timed out after N s"; the child is stopped)."""
     mem = None
     if xla is None:
-        text, tags = tag_module_text(module)
-        res = run_xla([text], mesh.num_devices)[0]
-
-        mem = xla_memory([text], mesh.num_devices)[0]
+        began = time.monotonic()
+        text, tags = tagged if tagged is not None else tag_module_text(module)
+        res = run_xla([text], mesh.num_devices, timeout=timeout)[0]
+        left = float(timeout) - (time.monotonic() - began)
+        try:
+            if left < 1.0:
+                raise InputError(f"XLA memory analysis not started: {timeout:.0f} s were spent")
+            mem = xla_memory([text], mesh.num_devices, timeout=left)[0]
+        except InputError as exc:
+            if "timed out" not in str(exc) and "not started" not in str(exc):   # (run_jax_child's time-out words)
+                raise
+            mem = XlaMemory(error=str(exc))
     else:
         res, tags = xla
     predicted = predicted_collectives(evaluation)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts, refine_for_module, sub_axis_sizes
-from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, MIN_TIME_LIMIT, det_fixed_seconds
+from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, GAP_LIMIT, MIN_TIME_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
@@ -815,12 +815,14 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     now = time.monotonic()
     avail = deadline - now - write - reprice
     not_started = None
+    by_estimate = False   # not started only because its estimate was longer than the time left (round 38, F5)
     if avail < 2 * FALLBACK_MIN_SECONDS:   # no time for the fine build at all: say so, not "0.0 s"
         not_started = (f"after the coarse mesh's graph ({t1 - t0:.1f} s) {max(0.0, deadline - now):.1f} s were left, "
                        f"less than the fine build and the re-pricing of its plan are estimated to need (about "
                        f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and "
                        f"{2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and writing)")
     elif estimate > avail - 2 * FALLBACK_MIN_SECONDS:   # it would stop at its deadline: not started, its time kept
+        by_estimate = True
         not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the size of the coarse "
                        f"mesh's graph by coarse.build_cost, built in {t1 - t0:.1f} s), more than the {avail - 2 * FALLBACK_MIN_SECONDS:.1f} s "
                        f"it had (the time limit less {2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and "
@@ -870,6 +872,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # the fine build stops where the fine solve would get less than its minimum
     fine_deadline = deadline - write - reprice - FALLBACK_MIN_SECONDS
     if not_started is None and t3 + estimate > fine_deadline:
+        by_estimate = True
         not_started = (f"after the coarse mesh's graph and solve ({t3 - t0:.1f} s) the fine build, estimated at about "
                        f"{estimate:.0f} s ({ratio:.1f}x the size of the coarse mesh's graph by coarse.build_cost), would "
                        f"not end in the {max(0.0, fine_deadline - t3):.1f} s left before the re-pricing ({reprice:.1f} s) "
@@ -890,8 +893,30 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                     cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))
                 except SolveFailed:
                     pass
+    tried = None
+    if by_estimate and solver_share >= 1 and cs is not None and _proven(cs.solution):
+        # round 38 (new user 37's F5: `--mesh auto` on the DiT ended with 61 s of its 150 s unused, the fine build
+        # estimated at 92 s against 78.5 s): the coarse plan is proven optimal in its space, so no solve has a use
+        # for what is left, and the estimate is 0.49-1.47x the build (fine_build_estimate): the fine build is tried
+        # in that time, stopped at the same deadline, and before it prices a pair where its edge matrices hold more
+        # than that time prices (work_limit: pairs_per_second x the seconds), which bounds its memory too; stopped,
+        # the coarse plan is the answer as before.  (Not under a later phase's share, solver_share < 1: that time
+        # is auto_shard's memory guard's.)
+        t_try = time.monotonic()
+        if fine_deadline - t_try >= 2 * FALLBACK_MIN_SECONDS:
+            tried = fine_deadline - t_try
+            not_started = None
     if not_started is not None:
         graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0, reason=f"not started: {not_started}")
+    elif tried is not None:
+        try:
+            graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline,
+                                work_limit=work_limit(tried, mesh))
+            stopped = None
+        except BuildStopped as exc:
+            graph, stopped = None, exc
+            exc.args = (f"tried in the {tried:.1f} s the coarse solve left after proving its plan optimal (its "
+                        f"estimate, about {estimate:.0f} s, was longer), and stopped: {exc}",) + exc.args[1:]
     else:
         try:
             graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline)
@@ -907,6 +932,18 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                            seconds_coarse_build=t1 - t0)
     return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t4 - t3,
                        seconds_coarse_build=t1 - t0)
+
+
+def _proven(sol) -> bool:
+    """Whether ``sol`` (a Solution) is proven optimal, or within the solver's gap limit
+    (:data:`hloshard.solver.api.GAP_LIMIT`, where the solver stops by itself): a longer search of its space would not
+    find a cheaper plan by more than that."""
+    if getattr(sol, "status", None) == "optimal":
+        return True
+    obj, bound = getattr(sol, "objective", None), getattr(sol, "bound", None)
+    if obj is None or bound is None:
+        return False
+    return float(obj) <= 0 or (float(obj) - float(bound)) / float(obj) <= GAP_LIMIT
 
 
 def _search_behind(sol) -> bool:

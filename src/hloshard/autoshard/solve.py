@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cost.liveness import usage_profile
 from ..errors import SolveFailed
+from ..hlo.sharding import HloSharding
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers, with_memory_budget
@@ -1359,6 +1360,63 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
         # the fine mesh's build is small
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate=True)
     result.seconds_solve = time.monotonic() - t1
+    return result
+
+
+def replicate_all(module) -> list:
+    """Annotate every instruction of every computation of ``module`` replicated (a tuple: a tuple of replicated
+    leaves); returns ``[(instruction, its sharding before)]`` to put back.  (The same writing as
+    :func:`hloshard.autoshard.evaluate.replicated_evaluation`'s, which restores the module at once.)"""
+    saved = [(i, i.sharding) for i in module.all_instructions()]
+    for instr, _ in saved:
+        if instr.shape.is_tuple:
+            instr.sharding = HloSharding.tuple([HloSharding.replicated()] * max(1, len(instr.shape.leaves())))
+        else:
+            instr.sharding = HloSharding.replicated()
+    return saved
+
+
+def known_without_graph(module, mesh, stopped: SolveFailed, given: CostResult | None = None,
+                        memory_budget: int | None = None) -> SolveResult | None:
+    """The plan written when no cost graph of any mesh could be built within the time limit (``stopped``: the
+    :class:`~hloshard.autoshard.build.BuildStopped` the build raised; round 38, new user 37's F16: Qwen3.5 on
+    ``--device tpu-v5e --time-limit 120`` exited 3 with nothing written, the coarse build cut at 78 of 4,488 edges):
+    a plan known without a search, priced as written -- ``given``, the input's own layout as ``hloshard cost`` priced
+    it (its :class:`CostResult`; the module is left as it is), else every instruction replicated (written into
+    ``module`` and priced by :func:`evaluate_module` with every sharding fixed: a build of one strategy per node, a
+    small part of a strategy build's pairs).  Returns a :class:`SolveResult` on the pricing's graph, its status
+    ``"feasible"`` with no bound, ``plan_source`` and a warning saying that nothing was searched and why; None where
+    the plan's predicted peak is above ``memory_budget`` (bytes per device; the refusal stands) or the pricing
+    fails.  The pricing is not bounded by the time limit, which has passed: the command ends late by it."""
+    import time
+
+    why = str(stopped.args[0]) if stopped.args else str(stopped)
+    t0 = time.monotonic()
+    if given is not None:
+        priced, what = given, "the input's own layout, as given"
+    else:
+        saved = replicate_all(module)
+        try:
+            priced = evaluate_module(module, mesh)
+        except SolveFailed:
+            for instr, sh in saved:
+                instr.sharding = sh
+            return None
+        what = "every instruction replicated (each device computes the whole step)"
+    if memory_budget is not None and int(priced.evaluation.peak_memory) > int(memory_budget):
+        if given is None:
+            for instr, sh in saved:
+                instr.sharding = sh
+        return None
+    graph = priced.graph
+    msg = (f"nothing was searched: {why}; the plan written is {what}, known without a search and priced as written "
+           f"(its cost and peak are `hloshard cost` of the output; no gap or bound: the strategy space was not "
+           f"built); a larger time limit, or a mesh of fewer devices, lets the search run")
+    graph.warnings.append(msg)
+    choice = list(priced.choice)
+    sol = Solution(strategies=choice, objective=None, bound=None, status="feasible", seconds=0.0)
+    result = SolveResult(graph, sol, choice, priced.evaluation, 0.0, time.monotonic() - t0, written=priced,
+                         plan_source=f"{what}: known without a search (no cost graph was built in the time)")
     return result
 
 

@@ -27,7 +27,7 @@ import time
 
 import click
 
-from ..errors import HloshardError, SolveFailed, UsageError
+from ..errors import HloshardError, InputError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
@@ -46,7 +46,7 @@ from ..autoshard.coarse import given_plan
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
 from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
-from ..autoshard.solve import STARVED_SOLVE_SHARE
+from ..autoshard.solve import STARVED_SOLVE_SHARE, known_without_graph
 from ..autoshard.trivial import trivial_plans
 from ..cost.steptime import format_seconds
 from ..devices import get_profile
@@ -59,7 +59,7 @@ from ..report_html import solve_report_html
 from ..sdy import annotate_module
 from ..textout import print_table, report_console
 from ..timing import plan_timing
-from ..xla_compare import compare_module, predicted_collective_bytes
+from ..xla_compare import compare_module, predicted_collective_bytes, tag_module_text
 from .cost import render_comparison
 
 
@@ -88,8 +88,9 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
     mesh's build and solve after the fine build, :func:`hloshard.autoshard.coarse.coarse_start`; 0 when none ran
     there), ``solve`` (the solver), ``re-price`` (writing the plan and pricing the written module, its local moves
     included: :func:`hloshard.autoshard.solve.apply_solution`), ``other`` (the rest of the solve: plans known
-    without a search priced, the memory budget's steps between its solves), ``write`` (the ``--xla``
-    comparison when asked, printing the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
+    without a search priced, the memory budget's steps between its solves), ``write`` (printing the module and
+    the reports), ``xla`` (``--xla``: XLA's run after the files are written, :func:`xla_bound`; round 38, before it
+    was part of ``write``), and ``total``.  With ``--mesh auto`` the candidates' builds and
     solves are one ``search`` phase.  (Before round 30 ``re-price`` held the coarse start and the rest too: new user
     29's F4 read 22.1 s of re-pricing where the re-pricing itself was a part of it.)"""
     out: dict = {}
@@ -152,6 +153,49 @@ def _progress(at_solve, display):
         return display
     at_solve.inner = display
     return at_solve
+
+
+#: ``solve --xla``: XLA's partitioning and memory analysis of the written module run after the search and the file
+#: writes, outside ``--time-limit``, for at most :func:`xla_bound` seconds.  The floor is a compile of a mid-size
+#: module on the 2-core machine under load (the samples take 5-30 s); the multiple lets a module whose search needed
+#: a long limit take as long in XLA.  A policy, not fitted: new user 37's Qwen3.5 (XLA CPU 465 s to compile its own
+#: layout at load 17-23, keras-hub's unrolled 63-step loop) at ``--time-limit 120`` is stopped after 240 s, its
+#: module and report already written (round 38).
+XLA_BOUND_FLOOR = 120.0
+XLA_BOUND_MULTIPLE = 2.0
+XLA_BOUND_WORDS = (f"the larger of {XLA_BOUND_FLOOR:.0f} s and {XLA_BOUND_MULTIPLE:g} x --time-limit; "
+                   f"`hloshard cost OUT --xla` compares a written module without it")
+
+
+def xla_bound(time_limit: float) -> float:
+    """Seconds ``solve --xla`` gives XLA's two children (partitioning, then memory analysis) after the files are
+    written: the larger of :data:`XLA_BOUND_FLOOR` and :data:`XLA_BOUND_MULTIPLE` x ``time_limit``."""
+    return max(XLA_BOUND_FLOOR, XLA_BOUND_MULTIPLE * float(time_limit))
+
+
+def _run_xla(module, dmesh, result, tagged, time_limit: float, report: dict, phases: dict, started: float, search,
+             quiet: bool, said: set):
+    """``solve --xla``: :func:`hloshard.xla_compare.compare_module` of the written plan within :func:`xla_bound`,
+    its seconds booked as the ``xla`` phase (``report["seconds_phases"]``, after ``write``); the comparison, or None
+    where XLA did not answer in time or failed -- then ``report["xla"]`` is ``{"xla_error": why}`` and a warning
+    says that the module and the report were written without XLA's figures (a child past the bound is stopped)."""
+    bound = xla_bound(time_limit)
+    comparison = None
+    try:
+        with step(f"XLA: partitioning the written module (at most {bound:.0f} s)", not quiet and sys.stderr.isatty()):
+            comparison = compare_module(module, dmesh, result.written or result, tagged=tagged, timeout=bound)
+        report["xla"] = comparison.to_json()
+    except InputError as exc:
+        why = (f"--xla: {exc}; the plan is written without XLA's figures (XLA runs after the search, at most "
+               f"{bound:.0f} s: {XLA_BOUND_WORDS})")
+        report["xla"] = {"xla_error": str(exc), "bound_seconds": bound}
+        report.setdefault("warnings", []).append(why)
+        if not quiet:
+            click.echo(f"warning: {why}", err=True)
+            said.add(why)
+    phases["xla"] = time.monotonic()
+    report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
+    return comparison
 
 
 def partition_specs_reserve(start_seconds: float) -> float:
@@ -366,6 +410,34 @@ def per_device_warning(module, module_file: str) -> str | None:
             f".as_text(dialect=\"hlo\")`); `hloshard cost` prices this one as it runs")
 
 
+def _said_before_build(exc, deterministic: bool, time_limit: float, started: float, entered: float, t0: float,
+                       phases: dict) -> None:
+    """A stopped build's message (``exc``, a :class:`BuildStopped`; anything else is left as it is) given what the
+    limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its deadline after 0.0 s"
+    read as the graph's fault when the interpreter's start had used the 5 s); once."""
+    if not isinstance(exc, BuildStopped) or deterministic or not exc.args or not isinstance(exc.args[0], str) \
+            or getattr(exc, "_before_said", False):
+        return
+    before = t0 - started
+    exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
+                f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
+                f"checking the module {t0 - entered:.1f} s, pricing the input as given "
+                f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
+    exc._before_said = True
+
+
+def _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic: bool, time_limit: float, started: float,
+            entered: float, t0: float, phases: dict):
+    """Exit 3 on a failed solve (``exc`` re-raised): a stopped build's message says what the limit went to before
+    the build (:func:`_said_before_build`), and ``--report`` gets :func:`failure_report`."""
+    _said_before_build(exc, deterministic, time_limit, started, entered, t0, phases)
+    if report_file:
+        write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
+                                                                 time.monotonic() - t0),
+                                                  indent=2, sort_keys=True) + "\n")
+    raise exc
+
+
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
     a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit.
@@ -392,7 +464,9 @@ Examples:
 Exit status: 0 solved; 2 bad input or options (nothing written); 3 no plan: the memory
 budget is infeasible (the message names the liveness point, the tensors and a lower bound
 where one is proven) or no solution was found within the time limit (nothing written);
-130 interrupted (never a partial output file).
+when not even the cost graph could be built in the time, the input's own layout (annotated
+input) or the replicated plan is written instead, exit 0, with a warning that nothing was
+searched; 130 interrupted (never a partial output file).
 """
 
 
@@ -452,7 +526,10 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
-                   "the predicted ones in the summary and under 'xla' in the report.")
+                   "the predicted ones in the summary and under 'xla' in the report. XLA runs after the module "
+                   "and the report are written, outside --time-limit, for at most the larger of 120 s and "
+                   "2 x --time-limit (the 'xla' phase of the time line); a run past that is stopped with a "
+                   "warning, the files kept.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
             partition_specs_file=None, use_xla=False, pin_operands=False, ties=(), device=None, local_moves=True):
@@ -569,20 +646,18 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       # the default limit, which ends late already: a starved search as long as
                                       # the build, not 0.5 s (new user 32 F4: the replicated plan written)
                                       starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
+    except BuildStopped as exc:
+        # no cost graph of any mesh in the time (new user 37's F16): a plan known without a search is written -- the
+        # input's own layout where it was priced, else every instruction replicated -- with a warning saying that
+        # nothing was searched (autoshard.solve.known_without_graph); the refusal (exit 3) where none keeps the budget
+        _said_before_build(exc, deterministic, time_limit, started, entered, t0, phases)
+        result = None if auto or export_problem else known_without_graph(module, dmesh, exc, priced, memory_budget)
+        if result is None:
+            _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic, time_limit, started, entered, t0,
+                    phases)
+        overrun(result.graph.warnings[-1])
     except SolveFailed as exc:
-        if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
-            # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
-            # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
-            before = t0 - started
-            exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
-                        f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
-                        f"checking the module {t0 - entered:.1f} s, pricing the input as given "
-                        f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
-        if report_file:
-            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
-                                                                     time.monotonic() - t0),
-                                                      indent=2, sort_keys=True) + "\n")
-        raise
+        _refuse(exc, report_file, dmesh, keep, memory_budget, deterministic, time_limit, started, entered, t0, phases)
     phases["solve"] = time.monotonic()
     report = build_report(result, dmesh, keep, memory_budget)
     if per_device_note:
@@ -621,9 +696,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if getattr(dmesh, "axis_names", None):
         report["mesh"]["axis_names"] = list(dmesh.axis_names)
     comparison = None
-    if use_xla:  # the GSPMD shardings as solve wrote them, before the Shardy attributes are added
-        comparison = compare_module(module, dmesh, result.written or result)
-        report["xla"] = comparison.to_json()
+    # --xla: the module tagged now, the GSPMD shardings as solve wrote them, before the Shardy attributes are added;
+    # XLA runs after the files are written, within xla_bound (round 38, new user 37's F6 / F11: the plan was lost
+    # with an XLA run that outlived the user's patience, and its seconds were booked as the write's)
+    xla_tagged = tag_module_text(module) if use_xla else None
     module.state_partitions(dmesh.num_devices)   # the header says the devices the plan is for (new user 32 F5)
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
@@ -644,6 +720,11 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     previous = ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no exit 130
     if previous is not None:   # put back when the command ends (an in-process caller's handler)
         click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
+    if use_xla and fmt == "json":
+        # the report goes to stdout once, with XLA's figures: the module is written first (-o is a file with json)
+        closed = _write_product(output or "-", out_text)
+        comparison = _run_xla(module, dmesh, result, xla_tagged, time_limit, report, phases, started, search,
+                              quiet, said)
     if fmt == "json" and _echo_json(json.dumps(_public(report, deterministic), indent=2, sort_keys=True)):
         # the product (the report on stdout) could not be given: no file is written, as on any other failure
         hold_until_exit(module, result, search)
@@ -655,7 +736,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
-    closed = _write_product(output or "-", out_text)
+    if not (use_xla and fmt == "json"):
+        closed = _write_product(output or "-", out_text)
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
     if fmt == "json":   # (the report was printed on stdout above, before any file was written)
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
@@ -667,11 +749,21 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         # (fresh-clone check 36, nit 8b: the --memory-budget tpu-v5e warning twice); a warning the run itself gave
         # at once (an overrun) is, as the summary's account of the run
         print_summary(report, said={n for n in (per_device_note, budget_note) if n})
-        if comparison is not None:
-            from rich.console import Console
+    if use_xla and fmt != "json":
+        # after the module, the report and the summary: XLA's run is bounded and booked apart (xla_bound)
+        comparison = _run_xla(module, dmesh, result, xla_tagged, time_limit, report, phases, started, search,
+                              quiet, said)
+        if report_file:   # written again with XLA's figures and the xla phase
+            write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True)
+                              + "\n")
+    if comparison is not None and fmt != "json" and not quiet:
+        from rich.console import Console
 
-            render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
-                              getattr(dmesh, "memory_device", None))
+        render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
+                          getattr(dmesh, "memory_device", None))
+    if use_xla and not quiet and fmt != "json":
+        click.echo(f"time: xla {report['seconds_phases'].get('xla', 0.0):.1f} s, after the --time-limit "
+                   f"(at most {xla_bound(time_limit):.0f} s: {XLA_BOUND_WORDS})", err=True)
     if closed:   # the summary above was still printed (fresh-clone check 30: `| true` lost it)
         click.echo("hloshard: error: " + STDOUT_CLOSED.format(what="the module", keep="give -o FILE to keep it"),
                    err=True)

@@ -852,7 +852,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             whole = phase == "budget" and deadline_ is not None
             # wall-clock with the guard: the first solve ends by its own deadline, the guard's time kept before the
             # call's (guard.first_solve_deadline; round 28, new user 27's finding 1: the builds took the guard's share)
-            solve_by = first_solve_deadline(deadline_, time.monotonic()) \
+            solve_by = first_solve_deadline(deadline_, time.monotonic(), share_figures[1]) \
                 if keep_share and not whole and deadline_ is not None else deadline_
             try:
                 r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
