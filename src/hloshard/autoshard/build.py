@@ -45,7 +45,7 @@ from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
 from ..cost.liveness import (_memoizing, normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
-                             communicating_pin, relayout_readers, all_to_all_pieces, fused_reads,
+                             communicating_pin, relayout_readers, all_to_all_pieces,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_barriers_kept, set_fusion_backend,
                              widened_invariants, written_layouts, fusion_backend)
@@ -791,7 +791,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                     copies.append((g.instr, relayout))
             rs = graph.ctx.resolve(inst, leaf)
             if getattr(graph, "memory_device", None) is None and rs is not TOKEN:   # XLA CPU's all-to-all pieces
-                pieces.append((t, t + 1, all_to_all_pieces(_reshard_steps(graph, inst, leaf, choice, req), _outlives(graph, inst, leaf, t))))
+                pieces.append((t, t + 1, all_to_all_pieces(_reshard_steps(graph, inst, leaf, choice, req), is_fused(inst) or _persistent(graph, rs[0].node) or int(graph.problem.intervals[rs[0].node][1]) > t + 1)))
             fused = is_fused(g.instr)
             if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
@@ -969,23 +969,6 @@ def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
             if math.prod(step.output_shape[:d]) > 1:
                 out = max(out, int(step.output_bytes))
     return out
-
-
-def _outlives(graph: Graph, inst, leaf, t: int) -> bool:
-    """Whether a buffer the resharding of ``inst``'s leaf at point ``t`` reads is live after ``t``: ``inst``'s
-    own, or, where ``inst`` is fused (no buffer of its own), those its fused producers read
-    (:func:`hloshard.cost.liveness.fused_reads`); an entry parameter or output always is."""
-    reads = [(inst, leaf)] if not is_fused(inst) else [(v, 0) for v in fused_reads(inst) if v.shape.is_array]
-    for v, lf in reads:
-        if v not in graph.ctx.groups:
-            continue
-        r = graph.ctx.resolve(v, lf)
-        if r is TOKEN:
-            continue
-        n = r[0].node
-        if _persistent(graph, n) or int(graph.problem.intervals[n][1]) > t + 1:
-            return True
-    return False
 
 
 def _reshard_steps(graph: Graph, inst, leaf, choice, req) -> list:
