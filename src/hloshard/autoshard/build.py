@@ -45,7 +45,7 @@ from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
 from ..cost.liveness import (_memoizing, normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
-                             communicating_pin, relayout_readers, all_to_all_pieces,
+                             communicating_pin, relayout_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_barriers_kept, set_fusion_backend,
                              widened_invariants, written_layouts, fusion_backend)
@@ -731,7 +731,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         if copies is not None and hi - lo >= 1 and b > 0:
             copies.append((conv, b))
     resharded: list = []
-    pieces: list = []   # XLA CPU's all-to-all pieces (cost.liveness.all_to_all_pieces): never in an output's allocation
     pinned: dict = {}
     # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
     shared = shared_reshards(graph, choice)
@@ -789,9 +788,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 sizes.append(relayout)
                 if copies is not None:
                     copies.append((g.instr, relayout))
-            rs = graph.ctx.resolve(inst, leaf)
-            if getattr(graph, "memory_device", None) is None and rs is not TOKEN:   # XLA CPU's all-to-all pieces
-                pieces.append((t, t + 1, all_to_all_pieces(_reshard_steps(graph, inst, leaf, choice, req), is_fused(inst) or _persistent(graph, rs[0].node) or int(graph.problem.intervals[rs[0].node][1]) > t + 1)))
             fused = is_fused(g.instr)
             if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
@@ -838,10 +834,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         for j, hit in enumerate(placed):
             if hit:
                 sizes[first_comm + j] = 0
-    for lo, hi, b in pieces:
-        if b > 0:
-            ivs.append((lo, hi))
-            sizes.append(b)
     return ivs, sizes
 
 
@@ -962,21 +954,9 @@ def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
     one: its CPU layout assignment makes the gathered dimension major, and a dot or convolution reading
     it needs the default layout (a ``copy`` / ``transpose`` of the gathered size).  0 when the resharding of
     ``inst``'s leaf into ``req`` (:func:`hloshard.cost.reshard.plan`) has no such step."""
-    out = 0
-    for step in _reshard_steps(graph, inst, leaf, choice, req):
-        if step.kind == "all-gather" and step.dims and step.output_shape:
-            d = min(step.dims)
-            if math.prod(step.output_shape[:d]) > 1:
-                out = max(out, int(step.output_bytes))
-    return out
-
-
-def _reshard_steps(graph: Graph, inst, leaf, choice, req) -> list:
-    """The steps (:func:`hloshard.cost.reshard.plan`) of resharding ``inst``'s leaf from its strategy in
-    ``choice`` into ``req``; [] where the planner cannot plan the pair (the resharder prices it)."""
     r = graph.ctx.resolve(inst, leaf)
     if r is TOKEN:
-        return []
+        return 0
     sg, k = r
     st = sg.strategies[int(choice[sg.node])]
     src = st.out if k is None else st.out[k]
@@ -984,9 +964,16 @@ def _reshard_steps(graph: Graph, inst, leaf, choice, req) -> list:
     minfo = graph.ctx.minfo
     try:
         a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
-        return plan(shape, a, b, graph.mesh).steps
+        steps = plan(shape, a, b, graph.mesh).steps
     except Exception:  # noqa: BLE001 - a pair the planner cannot plan is priced by the resharder, not here
-        return []
+        return 0
+    out = 0
+    for step in steps:
+        if step.kind == "all-gather" and step.dims and step.output_shape:
+            d = min(step.dims)
+            if math.prod(step.output_shape[:d]) > 1:
+                out = max(out, int(step.output_bytes))
+    return out
 
 
 def scratch_bytes(g, st, minfo, memory_device=None) -> int:
