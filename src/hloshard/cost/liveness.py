@@ -690,26 +690,6 @@ def reshard_readers(consumer) -> list:
     return effective_users(consumer) if is_fused(consumer) else [consumer]
 
 
-def all_to_all_pieces(steps, source_outlives: bool) -> int:
-    """Bytes per device that XLA CPU holds for an all-to-all of a resharding beyond what the model's
-    source and destination buffers stand for: ``steps`` are the resharding's
-    :class:`hloshard.cost.reshard.ReshardStep` list, ``source_outlives`` whether the source's own buffer
-    is live after the resharding (an entry parameter, a loop's state, a value read later, or a producer
-    fused into the resharding, which then has no buffer of its own here).
-
-    XLA CPU's all-to-all is a tuple all-to-all (read in the compiled modules of round 38's hand cases and
-    of fresh-clone check 37's ``s_kv_timefeat``): the partitioner's split operand becomes ``n`` slice
-    fusions (the *pieces*, one tile in all, made as soon as the source exists), the collective writes ``n``
-    received pieces (another tile), and a concatenate fusion assembles the destination from them.  At the
-    collective both sets of pieces are live.  The model counts the source up to the resharding and the
-    destination at it: where the source dies there, it stands for the sent pieces and the destination for
-    the received ones; where the source outlives it, the sent pieces are a tile more.  Returns the largest
-    all-to-all step's input tile (``input_bytes``) then, else 0.  Bytes per device; raises nothing."""
-    if not source_outlives:
-        return 0
-    return max((int(st.input_bytes) for st in steps if st.kind == "all-to-all"), default=0)
-
-
 def relayout_readers(consumer) -> list:
     """The readers among :func:`reshard_readers` of ``consumer`` that read an all-gather along a dimension
     that is not the most major one through XLA CPU's relayout copy (the gathered buffer has the gathered
