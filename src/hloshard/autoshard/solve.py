@@ -1534,6 +1534,7 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
     # XLA 3,241,148 B, above the budget of 2,687,260 B; benchmarks/budget_loop.py, round 20)
     plans = [(f"known ({k + 1})", c) for k, c in enumerate(getattr(graph, "known", None) or [])]
     plans += list(trivial_plans(graph))
+    unwritten.restore()   # the graph's evaluations below read the module as the graph was built (no pins of ``over``)
     # the plans earlier searches found (:func:`held`), those the graph's evaluation puts within the limit only:
     # each candidate here costs a re-pricing of the written module
     plans += [(f"found by an earlier search ({k + 1})", c) for k, c in enumerate(held(graph))
