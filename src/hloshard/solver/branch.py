@@ -48,6 +48,18 @@ which no row has a violated cover; reduced-cost fixing against a 1,670,909 incum
 411,703 variables; 1,800 s (~232 CPU-s) of the tree end at 1,366,631 (no node cuts) / 1,369,650 (three rounds per
 node), where round 36's tree was at 1,361,761 after 243 CPU-s; after 2,450 s (534 CPU-s, 34 nodes) 1,404,233, where
 round 36's tree was at 1,405,708 after 510 CPU-s: the cuts' lead is gone by then (fewer, costlier nodes).
+
+**Strong branching** (round 38, ``lp_branch_and_bound(strong=K)``).  After the cuts V's LP is a ~0.535 / 0.465 mix
+of two plans over 145 of its 208 nodes, and which disjunction a node splits on decides what a branching proves
+(round 37's probe at the cut root: "node 58 at its largest strategy / not" raises the weaker side by 69,688, the
+most fractional nodes' by far less).  So a node branches on a binary disjunction "reduced node ``i`` at strategy
+``a`` / not at ``a``" (each side strictly smaller: the tree stays complete), chosen among ``K`` candidates ranked by
+the LP's split of the node weighted by the priced cost at stake (:func:`_strong_candidates`) by strong branching:
+both children of each candidate are solved (warm, the same GLOP) and the candidate whose weaker child is strongest
+is kept (Applegate, Bixby, Chvatal & Cook's strong branching, as in Achterberg, Koch & Martin 2005, "Branching
+rules revisited"); its children enter the heap with their LP bounds (their parent's if higher) and their own
+candidates.  A side whose knapsack propagation or LP is infeasible has no solution and is dropped.  Each bound is a
+certified LP bound of a restriction: the tree's bound is one whichever candidates are tried.
 """
 
 from __future__ import annotations
