@@ -220,3 +220,23 @@ def test_a_problem_without_memory_constraints_is_refused():
         branch_and_bound(red, 1.0)
     with pytest.raises(ValueError, match="no memory constraints"):
         lp_branch_and_bound(red, 1.0)
+
+
+def test_a_fresh_lp_solve_keeps_the_restriction_and_agrees_with_the_warm_one():
+    """The tree's fallback when GLOP without presolve fails (contest A's root): :meth:`_LocalPolytope.solve` afresh
+    honours :meth:`_LocalPolytope.restrict`'s upper bounds, so both solves bound the same restricted LP."""
+    raised = 0
+    for seed, p, red in _cases()[:4]:
+        lp = _LocalPolytope(red)
+        b0, v0 = lp.solve(10, None, incremental=True)
+        ub = lp.ub.copy()
+        i = int(np.argmax([np.ptp(v) for v in lp.blocks(v0)]))   # the node the LP splits most (or any)
+        ub[lp.xoff[i] + int(np.argmax(lp.blocks(v0)[i]))] = 0
+        assert lp.restrict(ub)
+        warm, fresh = lp.solve(10, None, incremental=True), lp.solve(10, None, incremental=False)
+        assert (warm is None) == (fresh is None) and (warm is None) == lp.infeasible, f"seed {seed}"
+        if warm is not None:
+            assert abs(warm[0] - fresh[0]) <= 1 and fresh[0] >= b0 - 1, f"seed {seed}: {warm[0]} {fresh[0]} {b0}"
+            assert fresh[1][lp.xoff[i] + int(np.argmax(lp.blocks(v0)[i]))] <= 1e-9
+            raised += fresh[0] > b0
+    assert raised >= 1, raised

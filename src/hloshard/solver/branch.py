@@ -422,10 +422,14 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         for i, a in enumerate(allowed):
             if a is not None:
                 want[lp.xoff[i]:lp.xoff[i] + len(a)] &= a.astype(np.int64)
+        lp.infeasible = False
         left = deadline - time.monotonic()
         if left <= 0.05 or not lp.restrict(want):
             return None, None, None, None
         res = lp.solve(left, None, incremental=True)
+        if res is None and deadline - time.monotonic() > 0.05:
+            # GLOP without its presolve can end 'abnormal' (contest A's root): solve the node afresh instead
+            res = lp.solve(deadline - time.monotonic(), None, incremental=False)
         if res is None:
             return None, None, None, None
         bound, values = res
@@ -543,6 +547,9 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
                     tie += 1
                     break
                 evaluated += 1
+                if not lp.infeasible:   # GLOP failed: the node keeps its parent's bound and is branched on
+                    heapq.heappush(heap, (bound, tie, True, fixed, pick(fixed, None), xfix))
+                    tie += 1
                 continue   # infeasible LP: no solution in the node
             evaluated += 1
             offer(pos)
@@ -679,7 +686,9 @@ def _strong_tree(red, lp, usage, track, solve, base_ub, allowed0, rb, rx, k, nod
                         stopped = True
                         break
                     evaluated += 1
-                    kids.append(None)    # infeasible LP: no solution on this side
+                    # infeasible LP: no solution on this side; GLOP failed: the side keeps its parent's bound
+                    kids.append(None if lp.infeasible else
+                                (bound, ch, _strong_candidates(red, lp, base_ub, ch, np.zeros(lp.nx), lp.duals, k)))
                     continue
                 evaluated += 1
                 offer(pos)
