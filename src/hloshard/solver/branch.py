@@ -415,6 +415,13 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
     lp = _LocalPolytope(red)
     base_ub = lp.ub.copy()
 
+    def run(left):
+        res = lp.solve(left, None, incremental=True)
+        if res is None and not lp.infeasible and deadline - time.monotonic() > 0.05:
+            # GLOP without its presolve can end 'abnormal' (contest A's root): solve the node afresh instead
+            res = lp.solve(deadline - time.monotonic(), None, incremental=False)
+        return res
+
     def solve(allowed, rounds=0):
         """Certified LP bound of the node (None: infeasible, or not solved in time) and its LP rounding, after up
         to ``rounds`` rounds of cover cuts (the best bound of the node's solves: each is a bound)."""
@@ -426,10 +433,7 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
         left = deadline - time.monotonic()
         if left <= 0.05 or not lp.restrict(want):
             return None, None, None, None
-        res = lp.solve(left, None, incremental=True)
-        if res is None and deadline - time.monotonic() > 0.05:
-            # GLOP without its presolve can end 'abnormal' (contest A's root): solve the node afresh instead
-            res = lp.solve(deadline - time.monotonic(), None, incremental=False)
+        res = run(left)
         if res is None:
             return None, None, None, None
         bound, values = res
@@ -443,7 +447,7 @@ def lp_branch_and_bound(red, time_limit: float, incumbent=None, max_nodes: int |
                 break
             for ids, coefs, rhs in cuts:
                 lp.add(ids, coefs, rhs, 1)
-            res = lp.solve(left, None, incremental=True)
+            res = run(left)
             if res is None:
                 break
             bound, values, last = max(bound, res[0]), res[1], res[0]
@@ -600,7 +604,7 @@ def _strong_candidates(red, lp, base_ub, allowed, x, y, k: int) -> list:
     fractional node, the first node with two strategies left at its largest LP strategy (so the tree is
     complete)."""
     aty = np.zeros(lp.nx)
-    for r in range(lp.first_memory_row, len(lp.cons_rhs)):
+    for r in range(lp.first_memory_row, min(len(lp.cons_rhs), len(y))):   # rows added after ``y``: no price
         yr = float(y[r])
         if yr != 0.0:
             np.add.at(aty, lp.cons_idx[r], lp.cons_coef[r] * yr)
