@@ -59,7 +59,9 @@ both children of each candidate are solved (warm, the same GLOP) and the candida
 is kept (Applegate, Bixby, Chvatal & Cook's strong branching, as in Achterberg, Koch & Martin 2005, "Branching
 rules revisited"); its children enter the heap with their LP bounds (their parent's if higher) and their own
 candidates.  A side whose knapsack propagation or LP is infeasible has no solution and is dropped.  Each bound is a
-certified LP bound of a restriction: the tree's bound is one whichever candidates are tried.
+certified LP bound of a restriction: the tree's bound is one whichever candidates are tried.  On V (``strong=1``, 10
+root cover rounds, fixing against a 1,670,909 incumbent, load 3-5): optimal, 1,617,084 proven after 305 CPU-s and
+41 LPs (round 37's probe: 1,419,926 after 472); ``strong=3`` makes the same choices at ~1.5-2x the LPs.
 """
 
 from __future__ import annotations
