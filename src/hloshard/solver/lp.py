@@ -212,6 +212,7 @@ class _LocalPolytope:
                 keys = sorted(acc)
                 self.add(keys, [acc[key] for key in keys], rhs, 1)
         self.num_memory_rows = len(self.cons_rhs) - self.first_memory_row
+        self._ub0 = self.ub.copy()
 
     def add(self, idx, coef, rhs, kind) -> None:
         """Append the row ``sum coef * x[idx] (= or <=) rhs`` (``kind`` 0 or 1; integer coefficients)."""
@@ -229,7 +230,8 @@ class _LocalPolytope:
 
     def solve(self, time_limit: float, deterministic_limit: float | None, incremental: bool = False,
               budget: IterationBudget | None = None):
-        """``(certified bound with the presolve offset, variable values)`` or None without an optimal basis.
+        """``(certified bound with the presolve offset, variable values)`` or None without an optimal basis
+        (``self.infeasible`` then says whether GLOP proved the LP infeasible, rather than stopping or failing).
 
         ``incremental``: keep GLOP's solver between calls (rows added since the last call are appended
         to it) so that a re-solve starts from the last optimal basis (the dual simplex after added
@@ -244,11 +246,14 @@ class _LocalPolytope:
             return self._solve_incremental(time_limit, " ".join(params), budget)
         req = linear_solver_pb2.MPModelRequest()
         req.model.CopyFrom(self.model)
+        for j in np.nonzero(self.ub != self._ub0)[0].tolist():   # :meth:`restrict`'s bounds (the proto keeps the first)
+            req.model.variable[j].upper_bound = float(self.ub[j])
         req.solver_type = linear_solver_pb2.MPModelRequest.GLOP_LINEAR_PROGRAMMING
         req.solver_time_limit_seconds = max(0.05, float(time_limit))
         req.solver_specific_parameters = " ".join(params)
         resp = linear_solver_pb2.MPSolutionResponse()
         pywraplp.Solver.SolveWithProto(req, resp)
+        self.infeasible = resp.status == linear_solver_pb2.MPSOLVER_INFEASIBLE
         if resp.status != linear_solver_pb2.MPSOLVER_OPTIMAL or len(resp.dual_value) != len(self.cons_rhs):
             return None
         return self._result(np.array(resp.dual_value, dtype=np.float64), np.array(resp.variable_value, dtype=np.float64))
@@ -293,6 +298,7 @@ class _LocalPolytope:
         status = solver.Solve()
         if budget is not None:
             budget.charge(solver.iterations())
+        self.infeasible = status == pywraplp.Solver.INFEASIBLE
         if status != pywraplp.Solver.OPTIMAL:
             return None
         cons = solver.constraints()
