@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 
-__all__ = ["STOP", "held_interrupts", "ignore_interrupts_from_here", "interruptible", "stop_on_interrupt"]
+__all__ = ["STOP", "held_interrupts", "ignore_interrupts_from_here", "interruptible", "interrupts_reach",
+           "stop_on_interrupt"]
 
 #: seconds the watcher waits before it sends SIGINT again after a ``KeyboardInterrupt`` was swallowed
 #: (printed as "Exception ignored" by Python): time for the swallowing context (a garbage-collector callback,
@@ -50,6 +51,24 @@ def ignore_interrupts_from_here():
     previous = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return previous
+
+
+@contextlib.contextmanager
+def interrupts_reach():
+    """Inside the block SIGINT raises ``KeyboardInterrupt`` again, also after :func:`ignore_interrupts_from_here`;
+    the handler in force before is put back at its end (main thread only; elsewhere the block runs as it is).
+    For work that follows the writes and only adds to them -- ``solve --xla``'s XLA run after the module and the
+    report are written (fresh-clone check 38, finding 4: a Ctrl-C there was ignored and XLA ran to its end, up to
+    ``xla_bound`` seconds): the caller catches the interrupt, stops that work and ends as the writes promised."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import time
 import click
 
 from ..errors import HloshardError, InputError, SolveFailed, UsageError
-from ..interrupts import ignore_interrupts_from_here
+from ..interrupts import ignore_interrupts_from_here, interrupts_reach
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
 from ..units import UNIT_RULE, budget_device_note, format_bytes, parse_memory_budget
@@ -182,9 +182,18 @@ def _run_xla(module, dmesh, result, tagged, time_limit: float, report: dict, pha
     bound = xla_bound(time_limit)
     comparison = None
     try:
-        with step(f"XLA: partitioning the written module (at most {bound:.0f} s)", not quiet and sys.stderr.isatty()):
+        with interrupts_reach(), step(f"XLA: partitioning the written module (at most {bound:.0f} s)",
+                                      not quiet and sys.stderr.isatty()):
             comparison = compare_module(module, dmesh, result.written or result, tagged=tagged, timeout=bound)
         report["xla"] = comparison.to_json()
+    except KeyboardInterrupt:   # Ctrl-C stops XLA's child (subprocess.run kills it); the files stay as written
+        why = ("--xla: interrupted (Ctrl-C) during XLA's run, which was stopped: the module and the report are "
+               "written without XLA's figures")
+        report["xla"] = {"xla_error": "interrupted", "bound_seconds": bound}
+        report.setdefault("warnings", []).append(why)
+        if not quiet:
+            click.echo(f"warning: {why}", err=True)
+            said.add(why)
     except InputError as exc:
         why = (f"--xla: {exc}; the plan is written without XLA's figures (XLA runs after the search, at most "
                f"{bound:.0f} s: {XLA_BOUND_WORDS})")
