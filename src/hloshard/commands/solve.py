@@ -187,17 +187,13 @@ def _run_xla(module, dmesh, result, tagged, time_limit: float, report: dict, pha
             comparison = compare_module(module, dmesh, result.written or result, tagged=tagged, timeout=bound)
         report["xla"] = comparison.to_json()
     except KeyboardInterrupt:   # Ctrl-C stops XLA's child (subprocess.run kills it); the files stay as written
-        why = ("--xla: interrupted (Ctrl-C) during XLA's run, which was stopped: the module and the report are "
-               "written without XLA's figures")
-        report["xla"] = {"xla_error": "interrupted", "bound_seconds": bound}
-        report.setdefault("warnings", []).append(why)
-        if not quiet:
-            click.echo(f"warning: {why}", err=True)
-            said.add(why)
+        error, why = "interrupted", ("--xla: interrupted (Ctrl-C) during XLA's run, which was stopped: the module and "
+                                     "the report are written without XLA's figures")
     except InputError as exc:
-        why = (f"--xla: {exc}; the plan is written without XLA's figures (XLA runs after the search, at most "
-               f"{bound:.0f} s: {XLA_BOUND_WORDS})")
-        report["xla"] = {"xla_error": str(exc), "bound_seconds": bound}
+        error, why = str(exc), (f"--xla: {exc}; the plan is written without XLA's figures (XLA runs after the search, "
+                                f"at most {bound:.0f} s: {XLA_BOUND_WORDS})")
+    if comparison is None:
+        report["xla"] = {"xla_error": error, "bound_seconds": bound}
         report.setdefault("warnings", []).append(why)
         if not quiet:
             click.echo(f"warning: {why}", err=True)
